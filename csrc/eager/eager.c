@@ -1,0 +1,698 @@
+/* Eager executor: signature -> cached executable -> one PJRT execute. See eager.h. */
+#include "eager/eager.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlo/builder.h"
+#include "runtime/executable.h"
+
+static struct {
+  tp_client_t *client;
+  tp_exec_cache_t *cache;
+  int blocking;
+} g;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+tp_status_t *tp_eager_init(const char *plugin_path, const char *cache_dir, size_t cache_capacity,
+                           char **out_warning) {
+  if (out_warning) *out_warning = NULL;
+  if (g.client) return NULL;
+  tp_client_t *client = NULL;
+  TP_RETURN_IF_ERROR(tp_client_create(plugin_path, 1, &client));
+  tp_exec_cache_t *cache = NULL;
+  tp_status_t *st = tp_exec_cache_create(client, cache_dir, cache_capacity, &cache, out_warning);
+  if (st) {
+    tp_client_release(client);
+    return st;
+  }
+  g.cache = cache;
+  g.client = client;
+  return NULL;
+}
+
+tp_client_t *tp_eager_client(void) { return g.client; }
+tp_exec_cache_t *tp_eager_cache(void) { return g.cache; }
+void tp_eager_set_blocking(int blocking) { g.blocking = blocking; }
+
+/* ---- scalar inputs: small device buffers cached by value ---- */
+
+#define SCALAR_CACHE 512
+static struct {
+  int device;
+  tp_dtype_t dtype;
+  uint64_t bits;
+  void *buffer;
+} g_scalars[SCALAR_CACHE];
+
+/* Host bytes of scalar |a| in |dtype|. */
+static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *out) {
+  bool is_f = tp_dtype_is_float(a->meta.dtype);
+  double f = is_f ? a->f : (double)a->i;
+  int64_t i = is_f ? (int64_t)a->f : a->i;
+  memset(out, 0, 8);
+  switch (dtype) {
+    case TP_DTYPE_BOOL: out[0] = is_f ? f != 0 : i != 0; break;
+    case TP_DTYPE_U8: out[0] = (uint8_t)i; break;
+    case TP_DTYPE_I8: { int8_t v = (int8_t)i; memcpy(out, &v, 1); break; }
+    case TP_DTYPE_I16: { int16_t v = (int16_t)i; memcpy(out, &v, 2); break; }
+    case TP_DTYPE_I32: { int32_t v = (int32_t)i; memcpy(out, &v, 4); break; }
+    case TP_DTYPE_I64: memcpy(out, &i, 8); break;
+    case TP_DTYPE_F32: { float v = (float)f; memcpy(out, &v, 4); break; }
+    case TP_DTYPE_F64: memcpy(out, &f, 8); break;
+    case TP_DTYPE_BF16: {
+      float v = (float)f;
+      uint32_t u;
+      memcpy(&u, &v, 4);
+      uint16_t h = (v != v) ? 0x7FC0 : (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+      memcpy(out, &h, 2);
+      break;
+    }
+    case TP_DTYPE_F16: {
+      _Float16 v = (_Float16)f;
+      memcpy(out, &v, 2);
+      break;
+    }
+    default: break;
+  }
+}
+
+static tp_status_t *scalar_buffer(int device, const tp_op_arg_t *a, void **out) {
+  unsigned char bytes[8];
+  tp_dtype_t dt = a->scalar_dtype;
+  scalar_bytes(a, dt, bytes);
+  uint64_t bits;
+  memcpy(&bits, bytes, 8);
+  unsigned slot = (unsigned)((bits * 0x9E3779B97F4A7C15ull + (uint64_t)dt * 131 + (unsigned)device) >> 55) %
+                  SCALAR_CACHE;
+  if (g_scalars[slot].buffer && g_scalars[slot].device == device && g_scalars[slot].dtype == dt &&
+      g_scalars[slot].bits == bits) {
+    *out = g_scalars[slot].buffer;
+    return NULL;
+  }
+  void *buf = NULL;
+  TP_RETURN_IF_ERROR(tp_buffer_from_host(g.client, device, bytes, dt, 0, NULL, &buf));
+  /* The evicted buffer may still feed an enqueued program; PJRT keeps its memory alive until
+   * that use completes. */
+  if (g_scalars[slot].buffer) tp_buffer_destroy(g.client, g_scalars[slot].buffer);
+  g_scalars[slot].device = device;
+  g_scalars[slot].dtype = dt;
+  g_scalars[slot].bits = bits;
+  g_scalars[slot].buffer = buf;
+  *out = buf;
+  return NULL;
+}
+
+/* ---- views ---- */
+
+static int64_t view_numel(const tp_view_t *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ndim; i++) n *= v->sizes[i];
+  return n;
+}
+
+static bool view_contiguous(const tp_view_t *v) {
+  int64_t expect = 1;
+  for (int i = v->ndim - 1; i >= 0; i--) {
+    if (v->sizes[i] != 1 && v->strides[i] != expect) return false;
+    expect *= v->sizes[i];
+  }
+  return true;
+}
+
+/* Elements of |dtype| the storage holds. */
+static int64_t storage_elems(const tp_storage_t *s, tp_dtype_t dtype) {
+  return (int64_t)(s->nbytes / tp_dtype_size(dtype));
+}
+
+/* True when |v| is the whole storage, dense, in order. */
+static bool view_is_whole(const tp_view_t *v) {
+  return v->offset == 0 && view_contiguous(v) &&
+         (size_t)view_numel(v) * tp_dtype_size(v->dtype) == v->storage->nbytes;
+}
+
+static tp_status_t *check_bounds(const tp_view_t *v) {
+  if (view_numel(v) == 0) return NULL;
+  int64_t lo = v->offset, hi = v->offset;
+  for (int i = 0; i < v->ndim; i++) {
+    if (v->strides[i] >= 0) hi += v->strides[i] * (v->sizes[i] - 1);
+    else lo += v->strides[i] * (v->sizes[i] - 1);
+  }
+  if (lo < 0 || hi >= storage_elems(v->storage, v->dtype))
+    return tp_make_status(TP_OUT_OF_RANGE,
+                          "view [offset %lld, extent %lld] lies outside its storage of %zu bytes",
+                          (long long)v->offset, (long long)(hi - lo + 1), v->storage->nbytes);
+  return NULL;
+}
+
+/* ---- the signature ---- */
+
+typedef struct {
+  unsigned char data[8192];
+  size_t len;
+  bool overflow;
+} sig_t;
+
+static void sig_put(sig_t *s, const void *p, size_t n) {
+  if (s->len + n > sizeof(s->data)) {
+    s->overflow = true;
+    return;
+  }
+  memcpy(s->data + s->len, p, n);
+  s->len += n;
+}
+#define SIG_I64(s, v) do { int64_t x_ = (int64_t)(v); sig_put((s), &x_, 8); } while (0)
+
+static void sig_view(sig_t *s, const tp_view_t *v) {
+  SIG_I64(s, v->dtype);
+  SIG_I64(s, v->ndim);
+  sig_put(s, v->sizes, sizeof(int64_t) * (size_t)v->ndim);
+  sig_put(s, v->strides, sizeof(int64_t) * (size_t)v->ndim);
+  SIG_I64(s, v->offset);
+}
+
+/* ---- program assembly ---- */
+
+#define MAX_STORAGES (TP_MAX_ARGS + TP_MAX_OUTS)
+
+typedef struct {
+  tp_storage_t *storage;
+  bool read;       /* an input reads it */
+  bool partial;    /* an output writes part of it */
+  bool written;
+  bool has_buffer; /* else it reads as zeros */
+  tp_dtype_t dtype;  /* buffer dtype when has_buffer */
+  int64_t numel;
+  int param;       /* parameter index, or -1 */
+  int output;      /* output index, or -1 */
+  tp_dtype_t new_dtype; /* buffer dtype after the program */
+  int64_t new_numel;
+} slot_t;
+
+typedef struct {
+  slot_t slots[MAX_STORAGES];
+  int n_slots;
+  int arg_slot[TP_MAX_ARGS];
+  int out_slot[TP_MAX_OUTS];
+  int n_params;
+} plan_t;
+
+static int plan_slot(plan_t *p, tp_storage_t *s) {
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].storage == s) return i;
+  slot_t *sl = &p->slots[p->n_slots];
+  memset(sl, 0, sizeof(*sl));
+  sl->storage = s;
+  sl->has_buffer = s->buffer != NULL;
+  sl->dtype = s->dtype;
+  sl->numel = s->numel;
+  sl->param = sl->output = -1;
+  return p->n_slots++;
+}
+
+static tp_dtype_t index_type(int64_t n) { return n < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64; }
+
+/* The 1-D contents of a storage slot reinterpreted as |dtype|. */
+static tp_hlo_value_t as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dtype,
+                               int64_t nbytes) {
+  if (x.dtype == dtype) return x;
+  if (x.dtype == TP_DTYPE_BOOL) x = tp_hlo_convert(b, x, TP_DTYPE_U8);
+  bool to_bool = dtype == TP_DTYPE_BOOL;
+  tp_dtype_t target = to_bool ? TP_DTYPE_U8 : dtype;
+  if (x.dtype != target) {
+    size_t from = tp_dtype_size(x.dtype), to = tp_dtype_size(target);
+    int64_t n = x.dims[0];
+    if (from == to) {
+      x = tp_hlo_bitcast(b, x, target, 1, &n);
+    } else if (from > to) {
+      int64_t d2[2] = {n, (int64_t)(from / to)}, m = nbytes / (int64_t)to;
+      x = tp_hlo_reshape(b, tp_hlo_bitcast(b, x, target, 2, d2), 1, &m);
+    } else {
+      int64_t r = (int64_t)(to / from), m = n / r, d2[2] = {m, r};
+      if (m * r != n) {
+        x = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){m * r}, (int64_t[]){1});
+      }
+      x = tp_hlo_bitcast(b, tp_hlo_reshape(b, x, 2, d2), target, 1, &m);
+    }
+  }
+  return to_bool ? tp_hlo_convert(b, x, TP_DTYPE_BOOL) : x;
+}
+
+/* Linear element indices of |v| (shape = v's sizes), for gather/scatter. */
+static tp_hlo_value_t view_indices(tp_hlo_builder_t *b, const tp_view_t *v, tp_dtype_t it) {
+  tp_hlo_value_t idx = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, v->offset), v->ndim,
+                                           v->sizes);
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    tp_hlo_value_t io = tp_hlo_iota(b, it, v->ndim, v->sizes, d);
+    tp_hlo_value_t st = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, v->strides[d]), v->ndim,
+                                            v->sizes);
+    idx = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, io, st));
+  }
+  return idx;
+}
+
+/* Sorts the dims of |v| that matter (size > 1, stride > 0) by decreasing stride; returns their
+ * count and whether they are non-overlapping (each stride covers the next dim's extent). */
+static int core_dims(const tp_view_t *v, int *order, bool *nonoverlap) {
+  int n = 0;
+  for (int d = 0; d < v->ndim; d++)
+    if (v->sizes[d] > 1 && v->strides[d] > 0) order[n++] = d;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v->strides[order[j - 1]] < v->strides[order[j]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  *nonoverlap = true;
+  for (int i = 0; i + 1 < n; i++)
+    if (v->strides[order[i]] < v->strides[order[i + 1]] * v->sizes[order[i + 1]])
+      *nonoverlap = false;
+  return n;
+}
+
+/* Reads view |v| out of the 1-D array |x| (already of v's dtype). */
+static tp_hlo_value_t read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v) {
+  int64_t numel = view_numel(v);
+  int64_t one = 1;
+  if (numel == 0) {
+    tp_hlo_value_t e = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){0}, &one);
+    return tp_hlo_reshape(b, e, v->ndim, v->sizes);
+  }
+  if (view_contiguous(v)) {
+    int64_t lo = v->offset, hi = v->offset + numel;
+    return tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, v->sizes);
+  }
+  int order[TP_MAX_DIMS];
+  bool nonoverlap;
+  int n = core_dims(v, order, &nonoverlap);
+  /* The view with broadcast (stride 0) dims kept at size 1; broadcast at the end. */
+  int64_t kept[TP_MAX_DIMS];
+  for (int d = 0; d < v->ndim; d++) kept[d] = v->strides[d] == 0 ? 1 : v->sizes[d];
+  tp_hlo_value_t core;
+  if (nonoverlap && n > 0) {
+    /* A strided window: reshape to [size0, stride0], keep the first stride1*size1 of each row,
+     * reshape to [size0, size1, stride1], and so on; pad the tail if the window runs past. */
+    int64_t s0 = v->strides[order[0]], z0 = v->sizes[order[0]];
+    int64_t need = v->offset + s0 * z0;
+    if (need > x.dims[0]) {
+      int64_t pad = need - x.dims[0];
+      tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &pad);
+      tp_hlo_value_t parts[2] = {x, zeros};
+      x = tp_hlo_concatenate(b, parts, 2, 0);
+    }
+    int64_t lo = v->offset, hi = need;
+    x = tp_hlo_slice(b, x, &lo, &hi, &one);
+    int64_t dims[TP_MAX_DIMS + 1], start[TP_MAX_DIMS + 1] = {0}, limit[TP_MAX_DIMS + 1],
+        step[TP_MAX_DIMS + 1];
+    for (int k = 0; k < n; k++) {
+      /* x is [size_0 .. size_{k-1}, size_k * stride_k]: split the last dim, keep its head. */
+      dims[k] = v->sizes[order[k]];
+      dims[k + 1] = v->strides[order[k]];
+      x = tp_hlo_reshape(b, x, k + 2, dims);
+      for (int i = 0; i < k + 2; i++) {
+        limit[i] = dims[i];
+        step[i] = 1;
+      }
+      limit[k + 1] = k + 1 < n ? v->strides[order[k + 1]] * v->sizes[order[k + 1]] : 1;
+      x = tp_hlo_slice(b, x, start, limit, step);
+    }
+    /* Now [size_0, ..., size_{n-1}, 1]. */
+    int64_t cs[TP_MAX_DIMS];
+    for (int k = 0; k < n; k++) cs[k] = v->sizes[order[k]];
+    x = tp_hlo_reshape(b, x, n, cs);
+    /* Put core dims back in view order. */
+    int64_t perm[TP_MAX_DIMS];
+    int m = 0;
+    for (int d = 0; d < v->ndim; d++)
+      for (int k = 0; k < n; k++)
+        if (order[k] == d) perm[m++] = k;
+    core = tp_hlo_transpose(b, x, perm);
+    core = tp_hlo_reshape(b, core, v->ndim, kept);
+  } else if (n == 0) {
+    int64_t lo = v->offset, hi = v->offset + 1;
+    core = tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, kept);
+  } else {
+    tp_view_t kv = *v;
+    for (int d = 0; d < v->ndim; d++) kv.sizes[d] = kept[d];
+    core = tp_hlo_gather_1d(b, x, view_indices(b, &kv, index_type(x.dims[0])));
+  }
+  return tp_hlo_broadcast_in_dim(b, core, v->ndim, v->sizes,
+                                 (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7});
+}
+
+/* Writes |value| (v's sizes and dtype) into the 1-D array |x| of v's dtype at view |v|. */
+static tp_hlo_value_t write_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v,
+                                 tp_hlo_value_t value) {
+  int64_t numel = view_numel(v);
+  if (numel == 0) return x;
+  if (view_contiguous(v)) {
+    tp_hlo_value_t flat = tp_hlo_reshape(b, value, 1, &numel);
+    return tp_hlo_update_slice(b, x, flat, &v->offset);
+  }
+  tp_hlo_value_t idx = view_indices(b, v, index_type(x.dims[0]));
+  return tp_hlo_scatter_1d(b, x, idx, value);
+}
+
+static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *args, int n_args,
+                                  const tp_meta_t *out_metas, const tp_view_t *outs, int n_out,
+                                  const plan_t *p, char **out_text) {
+  tp_hlo_builder_t *b = NULL;
+  TP_RETURN_IF_ERROR(tp_hlo_builder_create(&b));
+  /* Parameters: storages first (in slot order), then scalars (in argument order). */
+  tp_hlo_value_t arrays[MAX_STORAGES];
+  for (int i = 0; i < p->n_slots; i++) {
+    const slot_t *sl = &p->slots[i];
+    if (sl->param >= 0) arrays[i] = tp_hlo_param(b, sl->dtype, 1, &sl->numel, sl->output);
+  }
+  tp_op_arg_t op_args[TP_MAX_ARGS];
+  tp_hlo_value_t in[TP_MAX_ARGS];
+  memset(in, 0, sizeof(in));
+  for (int i = 0; i < n_args; i++) {
+    const tp_eager_arg_t *a = &args[i];
+    op_args[i] = a->arg;
+    if (a->arg.kind == TP_ARG_SCALAR) {
+      in[i] = tp_hlo_param(b, a->arg.scalar_dtype, 0, NULL, -1);
+    } else if (a->arg.kind == TP_ARG_TENSOR) {
+      const slot_t *sl = &p->slots[p->arg_slot[i]];
+      tp_hlo_value_t x;
+      if (sl->has_buffer) {
+        x = as_dtype(b, arrays[p->arg_slot[i]], a->view.dtype, (int64_t)sl->storage->nbytes);
+      } else {
+        int64_t n = storage_elems(sl->storage, a->view.dtype);
+        x = tp_hlo_broadcast_to(b, tp_hlo_constant(b, a->view.dtype, 0), 1, &n);
+      }
+      in[i] = read_view(b, x, &a->view);
+    }
+  }
+  tp_hlo_value_t results[TP_MAX_OUTS];
+  op->emit(op, b, op_args, n_args, in, out_metas, results);
+  /* Write each result into its storage's new contents. */
+  tp_hlo_value_t next[MAX_STORAGES];
+  bool started[MAX_STORAGES] = {false};
+  for (int k = 0; k < n_out; k++) {
+    int si = p->out_slot[k];
+    const slot_t *sl = &p->slots[si];
+    const tp_view_t *v = &outs[k];
+    tp_hlo_value_t val = tp_hlo_convert(b, results[k], v->dtype);
+    if (!sl->partial) {
+      int64_t n = sl->new_numel;
+      next[si] = tp_hlo_reshape(b, val, 1, &n);
+      started[si] = true;
+      continue;
+    }
+    if (!started[si]) {
+      if (sl->has_buffer) {
+        next[si] = as_dtype(b, arrays[si], v->dtype, (int64_t)sl->storage->nbytes);
+      } else {
+        int64_t n = storage_elems(sl->storage, v->dtype);
+        next[si] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v->dtype, 0), 1, &n);
+      }
+      started[si] = true;
+    }
+    next[si] = write_view(b, as_dtype(b, next[si], v->dtype, (int64_t)sl->storage->nbytes), v, val);
+  }
+  tp_hlo_value_t results_out[MAX_STORAGES];
+  int n_results = 0;
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].output >= 0) results_out[p->slots[i].output] = next[i], n_results++;
+  tp_status_t *st = tp_hlo_finish(b, results_out, n_results, out_text);
+  tp_hlo_builder_free(b);
+  return st;
+}
+
+/* Plans a call: which storages are parameters and outputs, and the signature. */
+static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
+                              const tp_meta_t *out_metas, const tp_view_t *outs, int n_out,
+                              plan_t *p, sig_t *sig) {
+  memset(p, 0, sizeof(*p));
+  for (int i = 0; i < n_args; i++) {
+    p->arg_slot[i] = -1;
+    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
+    TP_RETURN_IF_ERROR(check_bounds(&args[i].view));
+    int si = plan_slot(p, args[i].view.storage);
+    p->arg_slot[i] = si;
+    p->slots[si].read = true;
+  }
+  for (int k = 0; k < n_out; k++) {
+    TP_RETURN_IF_ERROR(check_bounds(&outs[k]));
+    int si = plan_slot(p, outs[k].storage);
+    slot_t *sl = &p->slots[si];
+    p->out_slot[k] = si;
+    if (sl->written || !view_is_whole(&outs[k])) sl->partial = true;
+    sl->written = true;
+    sl->new_dtype = outs[k].dtype;
+    sl->new_numel = storage_elems(sl->storage, outs[k].dtype);
+    if ((size_t)sl->new_numel * tp_dtype_size(outs[k].dtype) != sl->storage->nbytes)
+      return tp_make_status(TP_UNIMPLEMENTED,
+                            "writing %s elements into a storage of %zu bytes (not a multiple)",
+                            tp_dtype_name(outs[k].dtype), sl->storage->nbytes);
+  }
+  int n_outputs = 0;
+  for (int i = 0; i < p->n_slots; i++) {
+    slot_t *sl = &p->slots[i];
+    if (sl->has_buffer && (sl->read || sl->partial)) sl->param = p->n_params++;
+    if (sl->written) sl->output = n_outputs++;
+  }
+  sig->len = 0;
+  sig->overflow = false;
+  SIG_I64(sig, op);
+  SIG_I64(sig, n_args);
+  SIG_I64(sig, n_out);
+  for (int i = 0; i < p->n_slots; i++) {
+    const slot_t *sl = &p->slots[i];
+    SIG_I64(sig, sl->has_buffer ? sl->dtype : -1);
+    SIG_I64(sig, sl->has_buffer ? sl->numel : (int64_t)sl->storage->nbytes);
+    SIG_I64(sig, sl->param);
+    SIG_I64(sig, sl->output);
+    SIG_I64(sig, sl->partial);
+  }
+  for (int i = 0; i < n_args; i++) {
+    const tp_op_arg_t *a = &args[i].arg;
+    SIG_I64(sig, a->kind);
+    switch (a->kind) {
+      case TP_ARG_TENSOR:
+        SIG_I64(sig, p->arg_slot[i]);
+        sig_view(sig, &args[i].view);
+        break;
+      case TP_ARG_SCALAR:
+        SIG_I64(sig, a->scalar_dtype);
+        SIG_I64(sig, a->meta.dtype);
+        SIG_I64(sig, a->wrapped);
+        break;
+      case TP_ARG_INT: SIG_I64(sig, a->i); break;
+      case TP_ARG_FLOAT: sig_put(sig, &a->f, sizeof(double)); break;
+      case TP_ARG_INTS:
+        SIG_I64(sig, a->n);
+        sig_put(sig, a->ints, sizeof(int64_t) * (size_t)a->n);
+        break;
+      default: break;
+    }
+  }
+  for (int k = 0; k < n_out; k++) {
+    SIG_I64(sig, p->out_slot[k]);
+    SIG_I64(sig, out_metas[k].dtype);
+    sig_view(sig, &outs[k]);
+  }
+  if (sig->overflow) return tp_make_status(TP_UNIMPLEMENTED, "call signature too large");
+  return NULL;
+}
+
+tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t *out_metas,
+                            int *n_out) {
+  if (op < 0 || op >= tp_op_count) return tp_make_status(TP_INVALID_ARGUMENT, "bad op %d", op);
+  if (n_args > TP_MAX_ARGS)
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: too many arguments", tp_op_table[op].name);
+  tp_op_arg_t a[TP_MAX_ARGS];
+  for (int i = 0; i < n_args; i++) {
+    a[i] = args[i].arg;
+    if (a[i].kind == TP_ARG_SCALAR && a[i].scalar_dtype == TP_DTYPE_INVALID)
+      a[i].scalar_dtype = a[i].meta.dtype;
+  }
+  *n_out = 0;
+  const tp_op_def_t *d = &tp_op_table[op];
+  TP_RETURN_IF_ERROR(d->infer(d, a, n_args, out_metas, n_out));
+  for (int i = 0; i < n_args; i++) args[i].arg.scalar_dtype = a[i].scalar_dtype;
+  return NULL;
+}
+
+static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
+                               const tp_meta_t *out_metas, const tp_view_t *outs, int n_out) {
+  if (!g.client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  const tp_op_def_t *d = &tp_op_table[op];
+  int device = -1;
+  for (int i = 0; i < n_args; i++)
+    if (args[i].arg.kind == TP_ARG_TENSOR) {
+      int dv = args[i].view.storage->device;
+      if (device >= 0 && dv != device)
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "%s: expected all tensors to be on the same device, but found at "
+                              "least two devices, tpu:%d and tpu:%d",
+                              d->name, device, dv);
+      device = dv;
+    }
+  for (int k = 0; k < n_out; k++) {
+    if (device >= 0 && outs[k].storage->device != device)
+      return tp_make_status(TP_INVALID_ARGUMENT, "%s: output on tpu:%d, inputs on tpu:%d",
+                            d->name, outs[k].storage->device, device);
+    device = outs[k].storage->device;
+  }
+  static plan_t p;
+  static sig_t sig;
+  TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));
+  uint64_t hash = tp_hash_bytes(sig.data, sig.len, 0);
+  tp_executable_t *exe = tp_exec_cache_lookup(g.cache, sig.data, sig.len, hash);
+  if (!exe) {
+    char *text = NULL;
+    TP_RETURN_IF_ERROR(build_program(d, args, n_args, out_metas, outs, n_out, &p, &text));
+    tp_status_t *st = tp_executable_compile(g.client, text, strlen(text), &exe);
+    if (st) {
+      if (getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
+      free(text);
+      return tp_status_annotate(st, "compiling %s", d->name);
+    }
+    free(text);
+    tp_exec_cache_insert(g.cache, sig.data, sig.len, hash, exe);
+  }
+  void *inputs[MAX_STORAGES + TP_MAX_ARGS];
+  int n_in = 0;
+  for (int i = 0; i < p.n_slots; i++)
+    if (p.slots[i].param >= 0) inputs[n_in++] = p.slots[i].storage->buffer;
+  tp_status_t *st = NULL;
+  for (int i = 0; i < n_args && !st; i++)
+    if (args[i].arg.kind == TP_ARG_SCALAR)
+      st = scalar_buffer(device < 0 ? 0 : device, &args[i].arg, &inputs[n_in++]);
+  void *results[MAX_STORAGES] = {NULL};
+  if (!st)
+    st = tp_executable_execute(exe, device < 0 ? 0 : device, inputs, (size_t)n_in, NULL, 0,
+                               results, d->name, g.blocking);
+  tp_executable_release(exe);
+  if (st) {
+    /* A failed execution may already have consumed donated buffers: forget them rather than
+     * leave a storage pointing at a dead buffer. */
+    for (int i = 0; i < p.n_slots; i++)
+      if (p.slots[i].param >= 0 && p.slots[i].output >= 0 && results[p.slots[i].output])
+        tp_storage_set_buffer(p.slots[i].storage, results[p.slots[i].output],
+                              p.slots[i].new_dtype, p.slots[i].new_numel);
+    return st;
+  }
+  for (int i = 0; i < p.n_slots; i++) {
+    slot_t *sl = &p.slots[i];
+    if (sl->output >= 0)
+      tp_storage_set_buffer(sl->storage, results[sl->output], sl->new_dtype, sl->new_numel);
+  }
+  return NULL;
+}
+
+tp_status_t *tp_eager_run(int op, tp_eager_arg_t *args, int n_args, const tp_meta_t *out_metas,
+                          const tp_view_t *outs, int n_out) {
+  if (op < 0 || op >= tp_op_count) return tp_make_status(TP_INVALID_ARGUMENT, "bad op %d", op);
+  if (n_args > TP_MAX_ARGS || n_out > TP_MAX_OUTS)
+    return tp_make_status(TP_UNIMPLEMENTED, "too many arguments");
+  for (int k = 0; k < n_out; k++) {
+    if (outs[k].ndim != out_metas[k].ndim ||
+        memcmp(outs[k].sizes, out_metas[k].sizes, sizeof(int64_t) * (size_t)outs[k].ndim) != 0)
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "%s: output with %d dims doesn't match the broadcast shape of %d dims",
+                            tp_op_table[op].name, outs[k].ndim, out_metas[k].ndim);
+    if (!tp_dtype_can_cast(out_metas[k].dtype, outs[k].dtype))
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "result type %s can't be cast to the desired output type %s",
+                            tp_dtype_name(out_metas[k].dtype), tp_dtype_name(outs[k].dtype));
+  }
+  pthread_mutex_lock(&g_lock);
+  tp_status_t *st = run_locked(op, args, n_args, out_metas, outs, n_out);
+  pthread_mutex_unlock(&g_lock);
+  return st;
+}
+
+static int copy_op(void) {
+  static int id = -2;
+  if (id == -2) id = tp_op_lookup("copy", NULL);
+  return id;
+}
+
+static void tensor_arg(tp_eager_arg_t *a, const tp_view_t *v) {
+  memset(a, 0, sizeof(*a));
+  a->arg.kind = TP_ARG_TENSOR;
+  a->arg.meta.dtype = v->dtype;
+  a->arg.meta.ndim = v->ndim;
+  memcpy(a->arg.meta.sizes, v->sizes, sizeof(int64_t) * (size_t)v->ndim);
+  a->view = *v;
+}
+
+tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src) {
+  tp_eager_arg_t args[2];
+  tensor_arg(&args[0], dst);
+  tensor_arg(&args[1], src);
+  tp_meta_t meta[TP_MAX_OUTS];
+  int n_out = 0;
+  TP_RETURN_IF_ERROR(tp_eager_infer(copy_op(), args, 2, meta, &n_out));
+  return tp_eager_run(copy_op(), args, 2, meta, dst, 1);
+}
+
+/* A contiguous view over all of a fresh storage of |numel| elements. */
+static tp_status_t *temp_storage(int device, tp_dtype_t dtype, const tp_view_t *shape_of,
+                                 tp_storage_t **out_s, tp_view_t *out_v) {
+  int64_t numel = view_numel(shape_of);
+  TP_RETURN_IF_ERROR(tp_storage_create(g.client, device, (size_t)numel * tp_dtype_size(dtype), out_s));
+  memset(out_v, 0, sizeof(*out_v));
+  out_v->storage = *out_s;
+  out_v->dtype = dtype;
+  out_v->ndim = shape_of->ndim;
+  int64_t st = 1;
+  for (int d = shape_of->ndim - 1; d >= 0; d--) {
+    out_v->sizes[d] = shape_of->sizes[d];
+    out_v->strides[d] = st;
+    st *= shape_of->sizes[d] > 0 ? shape_of->sizes[d] : 1;
+  }
+  return NULL;
+}
+
+tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
+  if (!g.client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  TP_RETURN_IF_ERROR(check_bounds(dst));
+  int64_t numel = view_numel(dst);
+  if (view_is_whole(dst)) {
+    void *buf = NULL;
+    TP_RETURN_IF_ERROR(tp_buffer_from_host(g.client, dst->storage->device, data, dst->dtype, 1,
+                                           &numel, &buf));
+    pthread_mutex_lock(&g_lock);
+    tp_storage_set_buffer(dst->storage, buf, dst->dtype, numel);
+    pthread_mutex_unlock(&g_lock);
+    return NULL;
+  }
+  tp_storage_t *tmp = NULL;
+  tp_view_t tv;
+  TP_RETURN_IF_ERROR(temp_storage(dst->storage->device, dst->dtype, dst, &tmp, &tv));
+  tp_status_t *st = tp_eager_copy_from_host(&tv, data);
+  if (!st) st = tp_eager_copy(dst, &tv);
+  tp_storage_release(tmp);
+  return st;
+}
+
+tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
+  if (!g.client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  TP_RETURN_IF_ERROR(check_bounds(src));
+  size_t nbytes = (size_t)view_numel(src) * tp_dtype_size(src->dtype);
+  pthread_mutex_lock(&g_lock);
+  void *buf = src->storage->buffer;
+  bool direct = view_is_whole(src) && (!buf || src->storage->dtype == src->dtype);
+  pthread_mutex_unlock(&g_lock);
+  if (direct) {
+    if (!buf) {
+      memset(data, 0, nbytes);
+      return NULL;
+    }
+    return tp_status_annotate(tp_buffer_to_host(g.client, buf, data, nbytes), "reading tpu tensor");
+  }
+  tp_storage_t *tmp = NULL;
+  tp_view_t tv;
+  TP_RETURN_IF_ERROR(temp_storage(src->storage->device, src->dtype, src, &tmp, &tv));
+  tp_status_t *st = tp_eager_copy(&tv, src);
+  if (!st) st = tp_eager_copy_to_host(&tv, data);
+  tp_storage_release(tmp);
+  return st;
+}

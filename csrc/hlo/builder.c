@@ -1,0 +1,562 @@
+/* StableHLO text builder. Emits the generic op form, which every plugin's parser accepts across
+ * StableHLO versions. Depends on base/ only. */
+#include "hlo/builder.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  char *data;
+  size_t len, cap;
+} strbuf_t;
+
+struct tp_hlo_builder {
+  strbuf_t params;
+  strbuf_t body;
+  int next_id;
+  int n_params;
+  tp_status_t *error;
+};
+
+static void sb_vappend(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, va_list ap) {
+  if (b->error) return;
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (s->len + (size_t)n + 1 > s->cap) {
+    size_t cap = s->cap ? s->cap : 1024;
+    while (cap < s->len + (size_t)n + 1) cap *= 2;
+    char *d = realloc(s->data, cap);
+    if (!d) {
+      b->error = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory building StableHLO");
+      return;
+    }
+    s->data = d;
+    s->cap = cap;
+  }
+  vsnprintf(s->data + s->len, (size_t)n + 1, fmt, ap);
+  s->len += (size_t)n;
+}
+
+static void sb_append(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void sb_append(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vappend(b, s, fmt, ap);
+  va_end(ap);
+}
+
+#define EMIT(...) sb_append(b, &b->body, __VA_ARGS__)
+
+tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder) {
+  tp_hlo_builder_t *b = calloc(1, sizeof(*b));
+  if (!b) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  *out_builder = b;
+  return NULL;
+}
+
+void tp_hlo_builder_free(tp_hlo_builder_t *b) {
+  if (!b) return;
+  free(b->params.data);
+  free(b->body.data);
+  tp_status_free(b->error);
+  free(b);
+}
+
+void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status) {
+  b->error = tp_status_join(b->error, status);
+}
+
+bool tp_hlo_ok(const tp_hlo_builder_t *b) { return b->error == NULL; }
+
+int64_t tp_hlo_numel(const tp_hlo_value_t *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ndim; i++) n *= v->dims[i];
+  return n;
+}
+
+void tp_hlo_type_str(char *buf, size_t size, tp_dtype_t dtype, int ndim, const int64_t *dims) {
+  size_t off = (size_t)snprintf(buf, size, "tensor<");
+  for (int i = 0; i < ndim && off < size; i++)
+    off += (size_t)snprintf(buf + off, size - off, "%" PRId64 "x", dims[i]);
+  if (off < size) snprintf(buf + off, size - off, "%s>", tp_dtype_hlo_name(dtype));
+}
+
+/* Type strings are built into small rotating buffers so one EMIT can use several. */
+#define TYPE_BUF 192
+typedef struct {
+  char s[TYPE_BUF];
+} tstr_t;
+static tstr_t ty(const tp_hlo_value_t *v) {
+  tstr_t t;
+  tp_hlo_type_str(t.s, sizeof(t.s), v->dtype, v->ndim, v->dims);
+  return t;
+}
+static tstr_t ty_of(tp_dtype_t dtype, int ndim, const int64_t *dims) {
+  tstr_t t;
+  tp_hlo_type_str(t.s, sizeof(t.s), dtype, ndim, dims);
+  return t;
+}
+
+/* "array<i64: 1, 2>" */
+typedef struct {
+  char s[32 * TP_MAX_DIMS + 16];
+} astr_t;
+static astr_t i64_array(const int64_t *v, int n, int list_form) {
+  astr_t a;
+  size_t off = (size_t)snprintf(a.s, sizeof(a.s), list_form ? "[" : "array<i64");
+  for (int i = 0; i < n; i++)
+    off += (size_t)snprintf(a.s + off, sizeof(a.s) - off, "%s%" PRId64,
+                            list_form ? (i ? ", " : "") : (i ? ", " : ": "), v[i]);
+  snprintf(a.s + off, sizeof(a.s) - off, list_form ? "]" : ">");
+  return a;
+}
+
+static tp_hlo_value_t bad_value(void) {
+  tp_hlo_value_t v;
+  memset(&v, 0, sizeof(v));
+  v.id = -1;
+  v.dtype = TP_DTYPE_INVALID;
+  return v;
+}
+
+static tp_hlo_value_t new_value(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim,
+                                const int64_t *dims) {
+  if (ndim < 0 || ndim > TP_MAX_DIMS) {
+    tp_hlo_fail(b, tp_make_status(TP_UNIMPLEMENTED, "rank %d exceeds the supported %d", ndim,
+                                  TP_MAX_DIMS));
+    return bad_value();
+  }
+  tp_hlo_value_t v;
+  memset(&v, 0, sizeof(v));
+  v.id = b->next_id++;
+  v.dtype = dtype;
+  v.ndim = ndim;
+  for (int i = 0; i < ndim; i++) v.dims[i] = dims[i];
+  return v;
+}
+
+static bool check(tp_hlo_builder_t *b, bool cond, const char *what) {
+  if (!cond && !b->error) b->error = tp_make_status(TP_INTERNAL, "StableHLO builder: %s", what);
+  return cond && !b->error;
+}
+
+static bool live(tp_hlo_builder_t *b, const tp_hlo_value_t *v) {
+  return check(b, v->id >= 0, "use of an invalid value");
+}
+
+tp_hlo_value_t tp_hlo_param(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, const int64_t *dims,
+                            int alias_output) {
+  tp_hlo_value_t v = new_value(b, dtype, ndim, dims);
+  if (v.id < 0) return v;
+  sb_append(b, &b->params, "%s%%v%d: %s", b->n_params ? ", " : "", v.id, ty(&v).s);
+  if (alias_output >= 0) sb_append(b, &b->params, " {tf.aliasing_output = %d : i32}", alias_output);
+  b->n_params++;
+  return v;
+}
+
+tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int n_outs,
+                           char **out_text) {
+  *out_text = NULL;
+  for (int i = 0; i < n_outs; i++) live(b, &outs[i]);
+  if (b->error) {
+    tp_status_t *s = b->error;
+    b->error = NULL;
+    return s;
+  }
+  strbuf_t m = {0};
+  sb_append(b, &m, "module @tp {\n  func.func public @main(%s) -> (",
+            b->params.data ? b->params.data : "");
+  for (int i = 0; i < n_outs; i++) sb_append(b, &m, "%s%s", i ? ", " : "", ty(&outs[i]).s);
+  sb_append(b, &m, ") {\n%s    \"func.return\"(", b->body.data ? b->body.data : "");
+  for (int i = 0; i < n_outs; i++) sb_append(b, &m, "%s%%v%d", i ? ", " : "", outs[i].id);
+  sb_append(b, &m, ") : (");
+  for (int i = 0; i < n_outs; i++) sb_append(b, &m, "%s%s", i ? ", " : "", ty(&outs[i]).s);
+  sb_append(b, &m, ") -> ()\n  }\n}\n");
+  if (b->error) {
+    free(m.data);
+    tp_status_t *s = b->error;
+    b->error = NULL;
+    return s;
+  }
+  *out_text = m.data;
+  return NULL;
+}
+
+/* A float literal MLIR parses exactly: decimal for finite values, the bit pattern otherwise. */
+static void float_literal(char *buf, size_t n, tp_dtype_t dtype, double value) {
+  if (isfinite(value)) {
+    snprintf(buf, n, "%.17g", value);
+    if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", n - strlen(buf) - 1);
+    return;
+  }
+  uint64_t bits;
+  int neg = signbit(value) != 0;
+  if (isnan(value)) {
+    bits = dtype == TP_DTYPE_F64 ? 0x7FF8000000000000ull
+         : dtype == TP_DTYPE_F32 ? 0x7FC00000u
+         : dtype == TP_DTYPE_BF16 ? 0x7FC0u : 0x7E00u;
+    neg = 0;
+  } else {
+    bits = dtype == TP_DTYPE_F64 ? 0x7FF0000000000000ull
+         : dtype == TP_DTYPE_F32 ? 0x7F800000u
+         : dtype == TP_DTYPE_BF16 ? 0x7F80u : 0x7C00u;
+  }
+  if (neg) bits |= 1ull << (tp_dtype_size(dtype) * 8 - 1);
+  snprintf(buf, n, "0x%" PRIX64, bits);
+}
+
+tp_hlo_value_t tp_hlo_constant(tp_hlo_builder_t *b, tp_dtype_t dtype, double value) {
+  if (!tp_dtype_is_float(dtype)) return tp_hlo_constant_i(b, dtype, (int64_t)value);
+  tp_hlo_value_t v = new_value(b, dtype, 0, NULL);
+  char lit[64];
+  float_literal(lit, sizeof(lit), dtype, value);
+  EMIT("    %%v%d = \"stablehlo.constant\"() {value = dense<%s> : %s} : () -> %s\n", v.id, lit,
+       ty(&v).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_constant_i(tp_hlo_builder_t *b, tp_dtype_t dtype, int64_t value) {
+  if (tp_dtype_is_float(dtype)) return tp_hlo_constant(b, dtype, (double)value);
+  tp_hlo_value_t v = new_value(b, dtype, 0, NULL);
+  char lit[64];
+  if (dtype == TP_DTYPE_BOOL)
+    snprintf(lit, sizeof(lit), "%s", value ? "true" : "false");
+  else if (dtype == TP_DTYPE_U8)
+    snprintf(lit, sizeof(lit), "%" PRIu64, (uint64_t)(uint8_t)value);
+  else
+    snprintf(lit, sizeof(lit), "%" PRId64, value);
+  EMIT("    %%v%d = \"stablehlo.constant\"() {value = dense<%s> : %s} : () -> %s\n", v.id, lit,
+       ty(&v).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_iota(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, const int64_t *dims,
+                           int dim) {
+  if (!check(b, dim >= 0 && dim < ndim, "iota dimension out of range")) return bad_value();
+  tp_hlo_value_t v = new_value(b, dtype, ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.iota\"() {iota_dimension = %d : i64} : () -> %s\n", v.id, dim,
+       ty(&v).s);
+  return v;
+}
+
+static tp_hlo_value_t unary_generic(tp_hlo_builder_t *b, const char *name, tp_hlo_value_t x,
+                                    tp_dtype_t dtype, int ndim, const int64_t *dims) {
+  if (!live(b, &x)) return bad_value();
+  tp_hlo_value_t v = new_value(b, dtype, ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.%s\"(%%v%d) : (%s) -> %s\n", v.id, name, x.id, ty(&x).s,
+       ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_convert(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to) {
+  if (x.dtype == to) return x;
+  if (to == TP_DTYPE_BOOL && x.id >= 0) {
+    /* PyTorch's bool cast is "!= 0"; StableHLO convert to i1 is not specified that way. */
+    tp_hlo_value_t zero = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), x.ndim, x.dims);
+    return tp_hlo_compare(b, TP_CMP_NE, x, zero);
+  }
+  return unary_generic(b, "convert", x, to, x.ndim, x.dims);
+}
+
+tp_hlo_value_t tp_hlo_bitcast(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to, int ndim,
+                              const int64_t *dims) {
+  return unary_generic(b, "bitcast_convert", x, to, ndim, dims);
+}
+
+tp_hlo_value_t tp_hlo_reshape(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
+                              const int64_t *dims) {
+  if (!live(b, &x)) return bad_value();
+  bool same = ndim == x.ndim;
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    n *= dims[i];
+    if (same && dims[i] != x.dims[i]) same = false;
+  }
+  if (same) return x;
+  if (!check(b, n == tp_hlo_numel(&x), "reshape changes the element count")) return bad_value();
+  return unary_generic(b, "reshape", x, x.dtype, ndim, dims);
+}
+
+tp_hlo_value_t tp_hlo_broadcast_in_dim(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
+                                       const int64_t *dims, const int64_t *bcast_dims) {
+  if (!live(b, &x)) return bad_value();
+  for (int i = 0; i < x.ndim; i++)
+    if (!check(b, bcast_dims[i] >= 0 && bcast_dims[i] < ndim &&
+                      (x.dims[i] == 1 || x.dims[i] == dims[bcast_dims[i]]),
+               "broadcast_in_dim shapes do not match"))
+      return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.broadcast_in_dim\"(%%v%d) {broadcast_dimensions = %s} : (%s) -> "
+       "%s\n",
+       v.id, x.id, i64_array(bcast_dims, x.ndim, 0).s, ty(&x).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_broadcast_to(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
+                                   const int64_t *dims) {
+  if (!live(b, &x)) return bad_value();
+  if (!check(b, x.ndim <= ndim, "broadcast to a lower rank")) return bad_value();
+  bool same = x.ndim == ndim;
+  for (int i = 0; same && i < ndim; i++) same = x.dims[i] == dims[i];
+  if (same) return x;
+  int64_t bd[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) bd[i] = ndim - x.ndim + i;
+  return tp_hlo_broadcast_in_dim(b, x, ndim, dims, bd);
+}
+
+tp_hlo_value_t tp_hlo_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, const int64_t *start,
+                            const int64_t *limit, const int64_t *stride) {
+  if (!live(b, &x)) return bad_value();
+  int64_t dims[TP_MAX_DIMS];
+  bool whole = true;
+  for (int i = 0; i < x.ndim; i++) {
+    if (!check(b, start[i] >= 0 && limit[i] <= x.dims[i] && start[i] <= limit[i] && stride[i] > 0,
+               "slice out of bounds"))
+      return bad_value();
+    dims[i] = (limit[i] - start[i] + stride[i] - 1) / stride[i];
+    whole = whole && start[i] == 0 && limit[i] == x.dims[i] && stride[i] == 1;
+  }
+  if (whole) return x;
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.slice\"(%%v%d) {start_indices = %s, limit_indices = %s, "
+       "strides = %s} : (%s) -> %s\n",
+       v.id, x.id, i64_array(start, x.ndim, 0).s, i64_array(limit, x.ndim, 0).s,
+       i64_array(stride, x.ndim, 0).s, ty(&x).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_transpose(tp_hlo_builder_t *b, tp_hlo_value_t x, const int64_t *perm) {
+  if (!live(b, &x)) return bad_value();
+  int64_t dims[TP_MAX_DIMS];
+  bool identity = true;
+  for (int i = 0; i < x.ndim; i++) {
+    if (!check(b, perm[i] >= 0 && perm[i] < x.ndim, "bad permutation")) return bad_value();
+    dims[i] = x.dims[perm[i]];
+    identity = identity && perm[i] == i;
+  }
+  if (identity) return x;
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.transpose\"(%%v%d) {permutation = %s} : (%s) -> %s\n", v.id, x.id,
+       i64_array(perm, x.ndim, 0).s, ty(&x).s, ty(&v).s);
+  return v;
+}
+
+static const char *const kUnaryNames[] = {
+    [TP_HLO_NEG] = "negate",       [TP_HLO_ABS] = "abs",
+    [TP_HLO_EXP] = "exponential",  [TP_HLO_EXPM1] = "exponential_minus_one",
+    [TP_HLO_LOG] = "log",          [TP_HLO_LOG1P] = "log_plus_one",
+    [TP_HLO_SQRT] = "sqrt",        [TP_HLO_RSQRT] = "rsqrt",
+    [TP_HLO_CBRT] = "cbrt",        [TP_HLO_TANH] = "tanh",
+    [TP_HLO_LOGISTIC] = "logistic", [TP_HLO_SIN] = "sine",
+    [TP_HLO_COS] = "cosine",       [TP_HLO_TAN] = "tan",
+    [TP_HLO_FLOOR] = "floor",      [TP_HLO_CEIL] = "ceil",
+    [TP_HLO_ROUND_EVEN] = "round_nearest_even", [TP_HLO_SIGN] = "sign",
+    [TP_HLO_NOT] = "not",          [TP_HLO_IS_FINITE] = "is_finite",
+};
+
+tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x) {
+  tp_dtype_t out = op == TP_HLO_IS_FINITE ? TP_DTYPE_BOOL : x.dtype;
+  return unary_generic(b, kUnaryNames[op], x, out, x.ndim, x.dims);
+}
+
+static const char *const kBinaryNames[] = {
+    [TP_HLO_ADD] = "add",      [TP_HLO_SUB] = "subtract",  [TP_HLO_MUL] = "multiply",
+    [TP_HLO_DIV] = "divide",   [TP_HLO_REM] = "remainder", [TP_HLO_MAX] = "maximum",
+    [TP_HLO_MIN] = "minimum",  [TP_HLO_POW] = "power",     [TP_HLO_AND] = "and",
+    [TP_HLO_OR] = "or",        [TP_HLO_XOR] = "xor",       [TP_HLO_ATAN2] = "atan2",
+    [TP_HLO_SHL] = "shift_left", [TP_HLO_SHR_A] = "shift_right_arithmetic",
+    [TP_HLO_SHR_L] = "shift_right_logical",
+};
+
+static bool same_type(const tp_hlo_value_t *x, const tp_hlo_value_t *y) {
+  if (x->dtype != y->dtype || x->ndim != y->ndim) return false;
+  for (int i = 0; i < x->ndim; i++)
+    if (x->dims[i] != y->dims[i]) return false;
+  return true;
+}
+
+tp_hlo_value_t tp_hlo_binary(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x,
+                             tp_hlo_value_t y) {
+  if (!live(b, &x) || !live(b, &y)) return bad_value();
+  if (!check(b, same_type(&x, &y), "binary operands differ in type")) return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, x.dims);
+  EMIT("    %%v%d = \"stablehlo.%s\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", v.id, kBinaryNames[op],
+       x.id, y.id, ty(&x).s, ty(&y).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_compare(tp_hlo_builder_t *b, tp_hlo_cmp_t dir, tp_hlo_value_t x,
+                              tp_hlo_value_t y) {
+  static const char *const names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  if (!live(b, &x) || !live(b, &y)) return bad_value();
+  if (!check(b, same_type(&x, &y), "compare operands differ in type")) return bad_value();
+  const char *kind = tp_dtype_is_float(x.dtype) ? "FLOAT"
+                     : tp_dtype_is_unsigned(x.dtype) ? "UNSIGNED" : "SIGNED";
+  tp_hlo_value_t v = new_value(b, TP_DTYPE_BOOL, x.ndim, x.dims);
+  EMIT("    %%v%d = \"stablehlo.compare\"(%%v%d, %%v%d) {comparison_direction = "
+       "#stablehlo<comparison_direction %s>, compare_type = #stablehlo<comparison_type %s>} : "
+       "(%s, %s) -> %s\n",
+       v.id, x.id, y.id, names[dir], kind, ty(&x).s, ty(&y).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_select(tp_hlo_builder_t *b, tp_hlo_value_t pred, tp_hlo_value_t on_true,
+                             tp_hlo_value_t on_false) {
+  if (!live(b, &pred) || !live(b, &on_true) || !live(b, &on_false)) return bad_value();
+  if (!check(b, same_type(&on_true, &on_false) && pred.dtype == TP_DTYPE_BOOL,
+             "select operands differ in type"))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, on_true.dtype, on_true.ndim, on_true.dims);
+  EMIT("    %%v%d = \"stablehlo.select\"(%%v%d, %%v%d, %%v%d) : (%s, %s, %s) -> %s\n", v.id,
+       pred.id, on_true.id, on_false.id, ty(&pred).s, ty(&on_true).s, ty(&on_false).s,
+       ty(&v).s);
+  return v;
+}
+
+static bool contains(const int64_t *v, int n, int64_t x) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == x) return true;
+  return false;
+}
+
+tp_hlo_value_t tp_hlo_dot_general(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y,
+                                  int n_batch, const int64_t *x_batch, const int64_t *y_batch,
+                                  int n_contract, const int64_t *x_contract,
+                                  const int64_t *y_contract, tp_dtype_t out_dtype) {
+  if (!live(b, &x) || !live(b, &y)) return bad_value();
+  int64_t dims[TP_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < n_batch; i++) {
+    if (!check(b, x.dims[x_batch[i]] == y.dims[y_batch[i]], "dot batch dims differ"))
+      return bad_value();
+    dims[nd++] = x.dims[x_batch[i]];
+  }
+  for (int i = 0; i < n_contract; i++)
+    if (!check(b, x.dims[x_contract[i]] == y.dims[y_contract[i]], "dot contracting dims differ"))
+      return bad_value();
+  for (int i = 0; i < x.ndim; i++)
+    if (!contains(x_batch, n_batch, i) && !contains(x_contract, n_contract, i))
+      dims[nd++] = x.dims[i];
+  for (int i = 0; i < y.ndim; i++)
+    if (!contains(y_batch, n_batch, i) && !contains(y_contract, n_contract, i))
+      dims[nd++] = y.dims[i];
+  tp_hlo_value_t v = new_value(b, out_dtype, nd, dims);
+  EMIT("    %%v%d = \"stablehlo.dot_general\"(%%v%d, %%v%d) {dot_dimension_numbers = "
+       "#stablehlo.dot<lhs_batching_dimensions = %s, rhs_batching_dimensions = %s, "
+       "lhs_contracting_dimensions = %s, rhs_contracting_dimensions = %s>} : (%s, %s) -> %s\n",
+       v.id, x.id, y.id, i64_array(x_batch, n_batch, 1).s, i64_array(y_batch, n_batch, 1).s,
+       i64_array(x_contract, n_contract, 1).s, i64_array(y_contract, n_contract, 1).s, ty(&x).s,
+       ty(&y).s, ty(&v).s);
+  return v;
+}
+
+/* Emits a region `^bb0(a, b): r = op(a, b); return r` over scalars of |dtype|, or, when |op| is
+ * negative, a region returning its second argument (overwrite). */
+static void emit_scalar_region(tp_hlo_builder_t *b, tp_dtype_t dtype, int op) {
+  int a = b->next_id++, c = b->next_id++;
+  tstr_t s = ty_of(dtype, 0, NULL);
+  EMIT("      ^bb0(%%v%d: %s, %%v%d: %s):\n", a, s.s, c, s.s);
+  if (op < 0) {
+    EMIT("        \"stablehlo.return\"(%%v%d) : (%s) -> ()\n", c, s.s);
+    return;
+  }
+  int r = b->next_id++;
+  EMIT("        %%v%d = \"stablehlo.%s\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", r, kBinaryNames[op], a,
+       c, s.s, s.s, s.s);
+  EMIT("        \"stablehlo.return\"(%%v%d) : (%s) -> ()\n", r, s.s);
+}
+
+tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,
+                             tp_hlo_binary_t op, int n_dims, const int64_t *dims) {
+  if (!live(b, &x) || !live(b, &init)) return bad_value();
+  if (!check(b, init.ndim == 0 && init.dtype == x.dtype, "reduce init must be a scalar of x's type"))
+    return bad_value();
+  if (n_dims == 0) return x;
+  int64_t odims[TP_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < x.ndim; i++)
+    if (!contains(dims, n_dims, i)) odims[nd++] = x.dims[i];
+  tp_hlo_value_t v = new_value(b, x.dtype, nd, odims);
+  EMIT("    %%v%d = \"stablehlo.reduce\"(%%v%d, %%v%d) ({\n", v.id, x.id, init.id);
+  emit_scalar_region(b, x.dtype, (int)op);
+  EMIT("    }) {dimensions = %s} : (%s, %s) -> %s\n", i64_array(dims, n_dims, 0).s, ty(&x).s,
+       ty(&init).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices) {
+  if (!live(b, &x) || !live(b, &indices)) return bad_value();
+  if (!check(b, x.ndim == 1 && tp_dtype_is_int(indices.dtype), "gather_1d needs 1-D x"))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, indices.ndim, indices.dims);
+  EMIT("    %%v%d = \"stablehlo.gather\"(%%v%d, %%v%d) {dimension_numbers = "
+       "#stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "
+       "index_vector_dim = %d>, slice_sizes = array<i64: 1>, indices_are_sorted = false} : "
+       "(%s, %s) -> %s\n",
+       v.id, x.id, indices.id, indices.ndim, ty(&x).s, ty(&indices).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
+                                 tp_hlo_value_t updates) {
+  if (!live(b, &x) || !live(b, &indices) || !live(b, &updates)) return bad_value();
+  if (!check(b, x.ndim == 1 && updates.dtype == x.dtype && updates.ndim == indices.ndim,
+             "scatter_1d operand types"))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, 1, x.dims);
+  EMIT("    %%v%d = \"stablehlo.scatter\"(%%v%d, %%v%d, %%v%d) ({\n", v.id, x.id, indices.id,
+       updates.id);
+  emit_scalar_region(b, x.dtype, -1);
+  EMIT("    }) {scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
+       "scatter_dims_to_operand_dims = [0], index_vector_dim = %d>, indices_are_sorted = false, "
+       "unique_indices = false} : (%s, %s, %s) -> %s\n",
+       indices.ndim, ty(&x).s, ty(&indices).s, ty(&updates).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t update,
+                                   const int64_t *start) {
+  if (!live(b, &x) || !live(b, &update)) return bad_value();
+  if (!check(b, x.ndim == update.ndim && x.dtype == update.dtype, "update_slice types"))
+    return bad_value();
+  int idx[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) {
+    if (!check(b, start[i] >= 0 && start[i] + update.dims[i] <= x.dims[i],
+               "update_slice out of bounds"))
+      return bad_value();
+    idx[i] = tp_hlo_constant_i(b, TP_DTYPE_I64, start[i]).id;
+  }
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, x.dims);
+  EMIT("    %%v%d = \"stablehlo.dynamic_update_slice\"(%%v%d, %%v%d", v.id, x.id, update.id);
+  for (int i = 0; i < x.ndim; i++) EMIT(", %%v%d", idx[i]);
+  EMIT(") : (%s, %s", ty(&x).s, ty(&update).s);
+  for (int i = 0; i < x.ndim; i++) EMIT(", tensor<i64>");
+  EMIT(") -> %s\n", ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_concatenate(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n, int dim) {
+  if (!check(b, n > 0, "concatenate of nothing")) return bad_value();
+  if (n == 1) return xs[0];
+  int64_t dims[TP_MAX_DIMS];
+  for (int i = 0; i < xs[0].ndim; i++) dims[i] = xs[0].dims[i];
+  dims[dim] = 0;
+  for (int i = 0; i < n; i++) {
+    if (!live(b, &xs[i])) return bad_value();
+    dims[dim] += xs[i].dims[dim];
+  }
+  tp_hlo_value_t v = new_value(b, xs[0].dtype, xs[0].ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.concatenate\"(", v.id);
+  for (int i = 0; i < n; i++) EMIT("%s%%v%d", i ? ", " : "", xs[i].id);
+  EMIT(") {dimension = %d : i64} : (", dim);
+  for (int i = 0; i < n; i++) EMIT("%s%s", i ? ", " : "", ty(&xs[i]).s);
+  EMIT(") -> %s\n", ty(&v).s);
+  return v;
+}

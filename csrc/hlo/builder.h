@@ -1,0 +1,112 @@
+/* StableHLO text builder: one `main` function in generic op form, built value by value.
+ * Emitters call these functions; errors (bad shapes, host OOM) are sticky in the builder and
+ * reported once by tp_hlo_finish, so an emitter can chain calls without checking each one.
+ * Knows nothing of PJRT or PyTorch. Not thread-safe: one builder per thread. */
+#ifndef TP_HLO_BUILDER_H_
+#define TP_HLO_BUILDER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TP_MAX_DIMS 8
+
+/* A value: its SSA id and tensor type. Plain data, passed by value. id < 0 marks an error. */
+typedef struct {
+  int id;
+  tp_dtype_t dtype;
+  int ndim;
+  int64_t dims[TP_MAX_DIMS];
+} tp_hlo_value_t;
+
+typedef struct tp_hlo_builder tp_hlo_builder_t;
+
+typedef enum {
+  TP_HLO_ADD, TP_HLO_SUB, TP_HLO_MUL, TP_HLO_DIV, TP_HLO_REM, TP_HLO_MAX, TP_HLO_MIN,
+  TP_HLO_POW, TP_HLO_AND, TP_HLO_OR, TP_HLO_XOR, TP_HLO_ATAN2,
+  TP_HLO_SHL, TP_HLO_SHR_A, TP_HLO_SHR_L,
+} tp_hlo_binary_t;
+
+typedef enum {
+  TP_HLO_NEG, TP_HLO_ABS, TP_HLO_EXP, TP_HLO_EXPM1, TP_HLO_LOG, TP_HLO_LOG1P, TP_HLO_SQRT,
+  TP_HLO_RSQRT, TP_HLO_CBRT, TP_HLO_TANH, TP_HLO_LOGISTIC, TP_HLO_SIN, TP_HLO_COS, TP_HLO_TAN,
+  TP_HLO_FLOOR, TP_HLO_CEIL, TP_HLO_ROUND_EVEN, TP_HLO_SIGN, TP_HLO_NOT, TP_HLO_IS_FINITE,
+} tp_hlo_unary_t;
+
+typedef enum { TP_CMP_EQ, TP_CMP_NE, TP_CMP_LT, TP_CMP_LE, TP_CMP_GT, TP_CMP_GE } tp_hlo_cmp_t;
+
+/* Creates an empty builder; caller owns it. */
+tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder);
+void tp_hlo_builder_free(tp_hlo_builder_t *b);
+/* Sets the builder's sticky error (keeps the first). Emitters use it for their own checks. */
+void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status);
+bool tp_hlo_ok(const tp_hlo_builder_t *b);
+
+/* Adds a parameter of `main`. alias_output >= 0 donates it to that output (tf.aliasing_output). */
+tp_hlo_value_t tp_hlo_param(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, const int64_t *dims,
+                            int alias_output);
+/* Finishes `main` returning |outs| and yields the module text (caller owns, free()).
+ * Returns the first error recorded while building, if any. */
+tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int n_outs,
+                           char **out_text);
+
+/* Ops. Shapes are checked where a mistake would otherwise reach the compiler. */
+tp_hlo_value_t tp_hlo_constant(tp_hlo_builder_t *b, tp_dtype_t dtype, double value);
+tp_hlo_value_t tp_hlo_constant_i(tp_hlo_builder_t *b, tp_dtype_t dtype, int64_t value);
+tp_hlo_value_t tp_hlo_iota(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, const int64_t *dims,
+                           int dim);
+tp_hlo_value_t tp_hlo_convert(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to);
+/* Reinterprets bits; element sizes may differ (the last dim grows or shrinks as StableHLO says). */
+tp_hlo_value_t tp_hlo_bitcast(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to, int ndim,
+                              const int64_t *dims);
+tp_hlo_value_t tp_hlo_reshape(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
+                              const int64_t *dims);
+tp_hlo_value_t tp_hlo_broadcast_in_dim(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
+                                       const int64_t *dims, const int64_t *bcast_dims);
+/* Broadcasts |x| to |ndim|/|dims| with numpy rules (trailing alignment). */
+tp_hlo_value_t tp_hlo_broadcast_to(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
+                                   const int64_t *dims);
+tp_hlo_value_t tp_hlo_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, const int64_t *start,
+                            const int64_t *limit, const int64_t *stride);
+tp_hlo_value_t tp_hlo_transpose(tp_hlo_builder_t *b, tp_hlo_value_t x, const int64_t *perm);
+tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x);
+/* Elementwise binary; operands must already share shape and dtype. */
+tp_hlo_value_t tp_hlo_binary(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x,
+                             tp_hlo_value_t y);
+tp_hlo_value_t tp_hlo_compare(tp_hlo_builder_t *b, tp_hlo_cmp_t dir, tp_hlo_value_t x,
+                              tp_hlo_value_t y);
+tp_hlo_value_t tp_hlo_select(tp_hlo_builder_t *b, tp_hlo_value_t pred, tp_hlo_value_t on_true,
+                             tp_hlo_value_t on_false);
+/* dot_general with batch and contracting dims; result dtype |out_dtype|. */
+tp_hlo_value_t tp_hlo_dot_general(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y,
+                                  int n_batch, const int64_t *x_batch, const int64_t *y_batch,
+                                  int n_contract, const int64_t *x_contract,
+                                  const int64_t *y_contract, tp_dtype_t out_dtype);
+/* Reduces |dims| of |x| with |op| (ADD, MUL, MAX, MIN, AND, OR) from scalar |init|. */
+tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,
+                             tp_hlo_binary_t op, int n_dims, const int64_t *dims);
+/* Gathers elements of 1-D |x| at integer |indices| (any shape); result has indices' shape. */
+tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices);
+/* Writes |updates| (indices' shape) into 1-D |x| at |indices|; later duplicates win. */
+tp_hlo_value_t tp_hlo_scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
+                                 tp_hlo_value_t updates);
+/* Writes |update| into |x| starting at constant |start| (one index per dim). */
+tp_hlo_value_t tp_hlo_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t update,
+                                   const int64_t *start);
+tp_hlo_value_t tp_hlo_concatenate(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n, int dim);
+
+/* Helpers on types. */
+int64_t tp_hlo_numel(const tp_hlo_value_t *v);
+/* Writes "tensor<2x3xf32>" into |buf| (size >= 160 is always enough). */
+void tp_hlo_type_str(char *buf, size_t size, tp_dtype_t dtype, int ndim, const int64_t *dims);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  /* TP_HLO_BUILDER_H_ */

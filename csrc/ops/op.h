@@ -1,0 +1,98 @@
+/* The op library's interface: how one ATen op is described (arguments, inferred outputs) and
+ * lowered (an emitter writing StableHLO through hlo/). Every native op is one row of
+ * op_table.def. Emitters see logical values (views already read); they never see storages,
+ * strides or PJRT, so the eager executor and a whole-graph compiler can share them.
+ * Depends on base/ and hlo/ only. */
+#ifndef TP_OPS_OP_H_
+#define TP_OPS_OP_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "hlo/builder.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  TP_ARG_NONE = 0,  /* None / absent optional */
+  TP_ARG_TENSOR,    /* a device tensor */
+  TP_ARG_SCALAR,    /* a Scalar or wrapped Python number; its value is a program input */
+  TP_ARG_INT,       /* int / SymInt / ScalarType (as tp_dtype_t) / bool attribute */
+  TP_ARG_INTS,      /* int[] attribute */
+  TP_ARG_FLOAT,     /* float attribute (part of the program) */
+} tp_arg_kind_t;
+
+/* Logical shape and element type. */
+typedef struct {
+  tp_dtype_t dtype;
+  int ndim;
+  int64_t sizes[TP_MAX_DIMS];
+} tp_meta_t;
+
+typedef struct {
+  tp_arg_kind_t kind;
+  tp_meta_t meta;      /* TENSOR: its meta; SCALAR: ndim 0 and the scalar's own type */
+  bool wrapped;        /* SCALAR from a Python number: promotes by category only */
+  int64_t i;           /* INT value */
+  double f;            /* FLOAT value */
+  int n;               /* INTS length */
+  int64_t ints[TP_MAX_DIMS];
+  tp_dtype_t scalar_dtype; /* SCALAR: the type its program input takes; set by infer */
+} tp_op_arg_t;
+
+#define TP_MAX_ARGS 16
+#define TP_MAX_OUTS 4
+
+typedef struct tp_op_def tp_op_def_t;
+
+/* Infers outputs from arguments: fills |out| (up to TP_MAX_OUTS) and *n_out, and each SCALAR
+ * argument's scalar_dtype. Errors are the user's (INVALID_ARGUMENT with PyTorch-like text). */
+typedef tp_status_t *(*tp_op_infer_fn)(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                       tp_meta_t *out, int *n_out);
+/* Emits the op: |in| holds a value per argument (TENSOR/SCALAR; others unused); writes one value
+ * per inferred output into |out|, of exactly the inferred meta. */
+typedef void (*tp_op_emit_fn)(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                              int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                              tp_hlo_value_t *out);
+
+enum {
+  TP_OPF_NONE = 0,
+  TP_OPF_ALPHA = 1 << 0,        /* third argument scales the second (add/sub) */
+  TP_OPF_FLOAT_RESULT = 1 << 1, /* integer inputs promote to the default float (div, exp, ...) */
+  TP_OPF_NO_BOOL = 1 << 2,      /* rejects bool inputs (sub, neg) */
+  TP_OPF_SUB = 1 << 3,          /* reverse alpha semantic for sub: x - alpha*y */
+};
+
+struct tp_op_def {
+  const char *name;     /* ATen schema name "add.Tensor"; the functional form */
+  const char *inplace;  /* "add_.Tensor" or NULL */
+  const char *out;      /* "add.out" or NULL */
+  tp_op_infer_fn infer;
+  tp_op_emit_fn emit;
+  int code;             /* family parameter: a tp_hlo_binary_t / tp_hlo_unary_t / ... */
+  unsigned flags;
+};
+
+/* The table, sorted by name. */
+extern const tp_op_def_t tp_op_table[];
+extern const int tp_op_count;
+/* Binary search by functional, in-place or out name; returns the index or -1.
+ * *out_variant: 0 functional, 1 in-place, 2 out. */
+int tp_op_lookup(const char *name, int *out_variant);
+
+/* Shared helpers for emitters and infer functions. */
+tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta_t *out);
+/* PyTorch's result_type over the TENSOR/SCALAR args among |args[0..n)|. */
+tp_dtype_t tp_result_type(const tp_op_arg_t *args, int n);
+/* Converts and broadcasts |v| to |meta|. */
+tp_hlo_value_t tp_emit_cast_to(tp_hlo_builder_t *b, tp_hlo_value_t v, const tp_meta_t *meta);
+int64_t tp_meta_numel(const tp_meta_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  /* TP_OPS_OP_H_ */

@@ -1,0 +1,332 @@
+/* Plugin loading, client creation, devices, memory budget and synchronization. */
+#include "runtime/client.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/internal.h"
+
+/* Each plugin is loaded and initialized once per process, and never unloaded: dlclose tears
+ * down registries the plugin's threads still use. */
+static pthread_mutex_t g_load_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  char *path;
+  const PJRT_Api *api;
+} g_loaded[8];
+static int g_n_loaded;
+
+static tp_status_t *load_api(const char *path, const PJRT_Api **out_api) {
+  pthread_mutex_lock(&g_load_lock);
+  for (int i = 0; i < g_n_loaded; i++)
+    if (strcmp(g_loaded[i].path, path) == 0) {
+      *out_api = g_loaded[i].api;
+      pthread_mutex_unlock(&g_load_lock);
+      return NULL;
+    }
+  tp_status_t *st = NULL;
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    st = tp_make_status(TP_NOT_FOUND, "PJRT plugin '%s' does not exist", path);
+    goto done;
+  }
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    st = tp_make_status(TP_NOT_FOUND, "cannot load PJRT plugin '%s': %s", path, dlerror());
+    goto done;
+  }
+  typedef const PJRT_Api *(*get_api_fn)(void);
+  get_api_fn get = (get_api_fn)dlsym(lib, "GetPjrtApi");
+  if (!get) {
+    st = tp_make_status(TP_NOT_FOUND, "'%s' is not a PJRT plugin: it exports no GetPjrtApi", path);
+    goto done;
+  }
+  const PJRT_Api *api = get();
+  if (!api) {
+    st = tp_make_status(TP_FAILED_PRECONDITION, "PJRT plugin '%s' returned no API table", path);
+    goto done;
+  }
+  if (api->pjrt_api_version.major_version != PJRT_API_MAJOR) {
+    st = tp_make_status(TP_FAILED_PRECONDITION,
+                        "PJRT plugin '%s' has API %d.%d; this build needs major version %d", path,
+                        api->pjrt_api_version.major_version, api->pjrt_api_version.minor_version,
+                        PJRT_API_MAJOR);
+    goto done;
+  }
+  if (TP_PJRT_HAS(api, PJRT_Plugin_Initialize)) {
+    TP_PJRT_ARGS(PJRT_Plugin_Initialize_Args, iargs);
+    st = tp_pjrt_status(api, api->PJRT_Plugin_Initialize(&iargs), "initialize PJRT plugin");
+    if (st) goto done;
+  }
+  if (g_n_loaded < (int)(sizeof(g_loaded) / sizeof(g_loaded[0]))) {
+    g_loaded[g_n_loaded].path = strdup(path);
+    g_loaded[g_n_loaded].api = api;
+    g_n_loaded++;
+  }
+  *out_api = api;
+done:
+  pthread_mutex_unlock(&g_load_lock);
+  return st;
+}
+
+static char *dup_n(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = 0;
+  }
+  return d;
+}
+
+static int64_t physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (int64_t)pages * page : (int64_t)1 << 34;
+}
+
+tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
+                              tp_client_t **out_client) {
+  *out_client = NULL;
+  const PJRT_Api *api = NULL;
+  TP_RETURN_IF_ERROR(load_api(plugin_path, &api));
+  tp_client_t *c = calloc(1, sizeof(*c));
+  if (!c) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  c->refs = 1;
+  c->api = api;
+  pthread_mutex_init(&c->lock, NULL);
+  c->plugin_path = strdup(plugin_path);
+
+  TP_PJRT_ARGS(PJRT_NamedValue, opt);
+  opt.name = "cpu_device_count";
+  opt.name_size = strlen(opt.name);
+  opt.type = PJRT_NamedValue_kInt64;
+  opt.int64_value = cpu_device_count;
+  opt.value_size = 1;
+  TP_PJRT_ARGS(PJRT_Client_Create_Args, cargs);
+  cargs.create_options = &opt;
+  cargs.num_options = cpu_device_count > 0 ? 1 : 0;
+  tp_status_t *st = tp_pjrt_status(api, api->PJRT_Client_Create(&cargs), "create PJRT client");
+  if (st && cargs.num_options) {
+    /* Plugins other than the CPU one reject unknown options: retry without. */
+    tp_status_free(st);
+    cargs.num_options = 0;
+    cargs.create_options = NULL;
+    st = tp_pjrt_status(api, api->PJRT_Client_Create(&cargs), "create PJRT client");
+  }
+  if (st) {
+    free(c->plugin_path);
+    free(c);
+    return st;
+  }
+  c->client = cargs.client;
+
+  TP_PJRT_ARGS(PJRT_Client_PlatformName_Args, pargs);
+  pargs.client = c->client;
+  st = tp_pjrt_status(api, api->PJRT_Client_PlatformName(&pargs), "platform name");
+  c->platform_name = st ? strdup("unknown") : dup_n(pargs.platform_name, pargs.platform_name_size);
+  tp_status_free(st);
+  TP_PJRT_ARGS(PJRT_Client_PlatformVersion_Args, vargs);
+  vargs.client = c->client;
+  st = tp_pjrt_status(api, api->PJRT_Client_PlatformVersion(&vargs), "platform version");
+  c->platform_version =
+      st ? strdup("unknown") : dup_n(vargs.platform_version, vargs.platform_version_size);
+  tp_status_free(st);
+
+  TP_PJRT_ARGS(PJRT_Client_AddressableDevices_Args, dargs);
+  dargs.client = c->client;
+  st = tp_pjrt_status(api, api->PJRT_Client_AddressableDevices(&dargs), "list devices");
+  if (st) {
+    tp_client_release(c);
+    return st;
+  }
+  c->devices = dargs.addressable_devices;
+  c->num_devices = dargs.num_addressable_devices;
+  c->device_kinds = calloc(c->num_devices ? c->num_devices : 1, sizeof(char *));
+  for (size_t i = 0; i < c->num_devices; i++) {
+    TP_PJRT_ARGS(PJRT_Device_GetDescription_Args, gargs);
+    gargs.device = c->devices[i];
+    tp_status_t *s2 = tp_pjrt_status(api, api->PJRT_Device_GetDescription(&gargs), "device");
+    if (!s2) {
+      TP_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args, kargs);
+      kargs.device_description = gargs.device_description;
+      s2 = tp_pjrt_status(api, api->PJRT_DeviceDescription_Kind(&kargs), "device kind");
+      if (!s2) c->device_kinds[i] = dup_n(kargs.device_kind, kargs.device_kind_size);
+    }
+    tp_status_free(s2);
+    if (!c->device_kinds[i]) c->device_kinds[i] = strdup(c->platform_name);
+  }
+  tp_device_memory_t mem;
+  tp_status_t *ms = c->num_devices ? tp_client_device_memory(c, 0, &mem) : NULL;
+  c->memory_limit = !ms && c->num_devices && mem.bytes_limit > 0 ? mem.bytes_limit
+                                                                  : physical_memory();
+  tp_status_free(ms);
+  *out_client = c;
+  return NULL;
+}
+
+void tp_client_retain(tp_client_t *c) {
+  if (c) atomic_fetch_add((_Atomic int *)&c->refs, 1);
+}
+
+void tp_client_release(tp_client_t *c) {
+  if (!c || atomic_fetch_sub((_Atomic int *)&c->refs, 1) != 1) return;
+  tp_status_free(tp_client_synchronize(c));
+  tp_status_free(c->async_error);
+  if (c->client) {
+    TP_PJRT_ARGS(PJRT_Client_Destroy_Args, args);
+    args.client = c->client;
+    tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Client_Destroy(&args), "destroy client"));
+  }
+  for (size_t i = 0; i < c->num_devices; i++) free(c->device_kinds[i]);
+  free(c->device_kinds);
+  free(c->plugin_path);
+  free(c->platform_name);
+  free(c->platform_version);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+const char *tp_client_plugin_path(const tp_client_t *c) { return c->plugin_path; }
+const char *tp_client_platform_name(const tp_client_t *c) { return c->platform_name; }
+const char *tp_client_platform_version(const tp_client_t *c) { return c->platform_version; }
+void tp_client_api_version(const tp_client_t *c, int *out_major, int *out_minor) {
+  *out_major = c->api->pjrt_api_version.major_version;
+  *out_minor = c->api->pjrt_api_version.minor_version;
+}
+int tp_client_device_count(const tp_client_t *c) { return (int)c->num_devices; }
+const char *tp_client_device_kind(const tp_client_t *c, int device) {
+  return device >= 0 && (size_t)device < c->num_devices ? c->device_kinds[device] : "";
+}
+int64_t tp_client_memory_limit(const tp_client_t *c) { return c->memory_limit; }
+void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes) { c->memory_limit = bytes; }
+
+tp_status_t *tp_client_device_memory(tp_client_t *c, int device, tp_device_memory_t *out) {
+  out->bytes_in_use = out->peak_bytes_in_use = out->bytes_limit = -1;
+  if (device < 0 || (size_t)device >= c->num_devices)
+    return tp_make_status(TP_INVALID_ARGUMENT, "device %d out of range", device);
+  if (!TP_PJRT_HAS(c->api, PJRT_Device_MemoryStats))
+    return tp_make_status(TP_UNIMPLEMENTED, "plugin reports no memory stats");
+  TP_PJRT_ARGS(PJRT_Device_MemoryStats_Args, args);
+  args.device = c->devices[device];
+  TP_RETURN_IF_ERROR(
+      tp_pjrt_status(c->api, c->api->PJRT_Device_MemoryStats(&args), "device memory stats"));
+  out->bytes_in_use = args.bytes_in_use;
+  if (args.peak_bytes_in_use_is_set) out->peak_bytes_in_use = args.peak_bytes_in_use;
+  if (args.bytes_limit_is_set) out->bytes_limit = args.bytes_limit;
+  return NULL;
+}
+
+/* Drops the finished events at the head of the queue; keeps the first failure for later. */
+static void prune_locked(tp_client_t *c, int keep_at_most) {
+  int i = 0;
+  for (; i < c->n_pending; i++) {
+    TP_PJRT_ARGS(PJRT_Event_IsReady_Args, args);
+    args.event = c->pending[i];
+    tp_status_t *st = tp_pjrt_status(c->api, c->api->PJRT_Event_IsReady(&args), "event");
+    bool ready = !st && args.is_ready;
+    tp_status_free(st);
+    if (!ready && c->n_pending - i <= keep_at_most) break;
+    /* Not ready but the queue is full: waiting here bounds memory. */
+    tp_status_t *err = tp_pjrt_await(c->api, c->pending[i], "device execution");
+    if (err) {
+      tp_status_annotate(err, "asynchronous error in '%s'", c->pending_op[i]);
+      c->async_error = tp_status_join(c->async_error, err);
+    }
+    free(c->pending_op[i]);
+    c->completed = c->pending_seq[i];
+  }
+  memmove(c->pending, c->pending + i, (size_t)(c->n_pending - i) * sizeof(c->pending[0]));
+  memmove(c->pending_op, c->pending_op + i, (size_t)(c->n_pending - i) * sizeof(char *));
+  memmove(c->pending_seq, c->pending_seq + i, (size_t)(c->n_pending - i) * sizeof(uint64_t));
+  if (c->n_pending == i) c->completed = c->enqueued;
+  c->n_pending -= i;
+}
+
+/* Completion times by sequence number, written by plugin threads (atomics only, no locks). */
+#define TP_TIME_RING 4096
+static _Atomic int64_t g_done_ns[TP_TIME_RING];
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void on_ready(PJRT_Error *error, void *user_arg) {
+  atomic_store(&g_done_ns[(uintptr_t)user_arg % TP_TIME_RING], now_ns());
+  (void)error; /* the error itself is read when the event is awaited */
+}
+
+void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name) {
+  if (!pjrt_event) return;
+  pthread_mutex_lock(&c->lock);
+  if (c->n_pending == TP_MAX_PENDING) prune_locked(c, TP_MAX_PENDING / 2);
+  uint64_t seq = ++c->enqueued;
+  atomic_store(&g_done_ns[seq % TP_TIME_RING], 0);
+  TP_PJRT_ARGS(PJRT_Event_OnReady_Args, oargs);
+  oargs.event = pjrt_event;
+  oargs.callback = on_ready;
+  oargs.user_arg = (void *)(uintptr_t)seq;
+  tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Event_OnReady(&oargs), "event"));
+  c->pending_seq[c->n_pending] = seq;
+  c->pending[c->n_pending] = pjrt_event;
+  c->pending_op[c->n_pending] = strdup(op_name ? op_name : "?");
+  c->n_pending++;
+  pthread_mutex_unlock(&c->lock);
+}
+
+tp_status_t *tp_client_synchronize(tp_client_t *c) {
+  pthread_mutex_lock(&c->lock);
+  prune_locked(c, 0);
+  tp_status_t *err = c->async_error;
+  c->async_error = NULL;
+  pthread_mutex_unlock(&c->lock);
+  return err;
+}
+
+void tp_client_mark(tp_client_t *c, tp_marker_t *out) {
+  pthread_mutex_lock(&c->lock);
+  out->seq = c->enqueued;
+  pthread_mutex_unlock(&c->lock);
+  out->record_ns = now_ns();
+}
+
+bool tp_client_marker_done(tp_client_t *c, const tp_marker_t *m) {
+  pthread_mutex_lock(&c->lock);
+  prune_locked(c, TP_MAX_PENDING);
+  bool done = c->completed >= m->seq;
+  pthread_mutex_unlock(&c->lock);
+  return done;
+}
+
+tp_status_t *tp_client_marker_wait(tp_client_t *c, const tp_marker_t *m) {
+  pthread_mutex_lock(&c->lock);
+  while (c->completed < m->seq && c->n_pending > 0) {
+    /* Await the oldest pending execution, then drop every finished one. */
+    tp_status_t *err = tp_pjrt_await(c->api, c->pending[0], "device execution");
+    if (err) {
+      tp_status_annotate(err, "asynchronous error in '%s'", c->pending_op[0]);
+      c->async_error = tp_status_join(c->async_error, err);
+    }
+    free(c->pending_op[0]);
+    c->completed = c->pending_seq[0];
+    c->n_pending--;
+    memmove(c->pending, c->pending + 1, (size_t)c->n_pending * sizeof(c->pending[0]));
+    memmove(c->pending_op, c->pending_op + 1, (size_t)c->n_pending * sizeof(char *));
+    memmove(c->pending_seq, c->pending_seq + 1, (size_t)c->n_pending * sizeof(uint64_t));
+  }
+  if (c->n_pending == 0) c->completed = c->enqueued;
+  tp_status_t *err = c->async_error;
+  c->async_error = NULL;
+  pthread_mutex_unlock(&c->lock);
+  return err;
+}
+
+int64_t tp_client_marker_time(tp_client_t *c, const tp_marker_t *m) {
+  (void)c;
+  int64_t t = m->seq ? atomic_load(&g_done_ns[m->seq % TP_TIME_RING]) : 0;
+  return t > m->record_ns ? t : m->record_ns;
+}

@@ -1,0 +1,66 @@
+/* PJRT plugin loading and the client: one per process, shared by every storage and executable.
+ * Knows nothing of PyTorch. Thread-safe after creation. */
+#ifndef TP_RUNTIME_CLIENT_H_
+#define TP_RUNTIME_CLIENT_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tp_client tp_client_t;
+
+/* Loads the plugin at |plugin_path| (dlopen, never dlclose), checks its API version, initializes
+ * it and creates a client. |cpu_device_count| > 0 is passed to plugins that accept it.
+ * On success the caller owns one reference. Errors: NOT_FOUND (no file / no GetPjrtApi),
+ * FAILED_PRECONDITION (incompatible API), or the plugin's own error. */
+tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
+                              tp_client_t **out_client);
+void tp_client_retain(tp_client_t *c);
+void tp_client_release(tp_client_t *c);
+
+/* Accessors borrow; strings are valid while |c| lives. */
+const char *tp_client_plugin_path(const tp_client_t *c);
+const char *tp_client_platform_name(const tp_client_t *c);
+const char *tp_client_platform_version(const tp_client_t *c);
+void tp_client_api_version(const tp_client_t *c, int *out_major, int *out_minor);
+int tp_client_device_count(const tp_client_t *c);
+const char *tp_client_device_kind(const tp_client_t *c, int device);
+
+/* Memory as the plugin reports it; fields it does not report are -1. */
+typedef struct {
+  int64_t bytes_in_use, peak_bytes_in_use, bytes_limit;
+} tp_device_memory_t;
+tp_status_t *tp_client_device_memory(tp_client_t *c, int device, tp_device_memory_t *out);
+/* The byte budget storages are checked against (plugin limit, else physical memory). */
+int64_t tp_client_memory_limit(const tp_client_t *c);
+void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes);
+
+/* Waits for every enqueued execution; returns the first asynchronous failure, naming its op. */
+tp_status_t *tp_client_synchronize(tp_client_t *c);
+
+/* Records an execution's completion event (ownership passes to the client). */
+void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name);
+
+/* Events over the device's one in-order queue. A marker names all work enqueued so far. */
+typedef struct {
+  uint64_t seq;        /* executions enqueued before the marker */
+  int64_t record_ns;   /* host clock at record */
+} tp_marker_t;
+void tp_client_mark(tp_client_t *c, tp_marker_t *out);
+/* True when all work before |m| has completed (never blocks). */
+bool tp_client_marker_done(tp_client_t *c, const tp_marker_t *m);
+/* Blocks until all work before |m| has completed; returns an asynchronous error if one arose. */
+tp_status_t *tp_client_marker_wait(tp_client_t *c, const tp_marker_t *m);
+/* Monotonic nanoseconds at which the work before |m| completed (after a wait). */
+int64_t tp_client_marker_time(tp_client_t *c, const tp_marker_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  /* TP_RUNTIME_CLIENT_H_ */

@@ -1,0 +1,46 @@
+/* The executable cache: signature bytes -> compiled executable, in memory (bounded, LRU) and on
+ * disk (serialized executables, keyed by plugin identity + signature, written atomically, with a
+ * content hash checked before loading; a corrupt, stale or foreign entry is ignored and rebuilt).
+ * The on-disk cache holds machine code: its directory must be private to the user (0700); one
+ * owned by someone else or writable by others is refused. Thread-safe. */
+#ifndef TP_RUNTIME_EXEC_CACHE_H_
+#define TP_RUNTIME_EXEC_CACHE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "runtime/client.h"
+#include "runtime/executable.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tp_exec_cache tp_exec_cache_t;
+
+/* |disk_dir| NULL or "" disables the disk cache. |capacity| bounds the in-memory entries.
+ * A disk directory that cannot be used is not an error: the cache runs memory-only and
+ * *out_warning (caller owns, may be NULL) says why. Retains |client|. */
+tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, size_t capacity,
+                                  tp_exec_cache_t **out_cache, char **out_warning);
+void tp_exec_cache_free(tp_exec_cache_t *cache);
+
+/* 64-bit FNV-1a; the cache's and the signature's hash. */
+uint64_t tp_hash_bytes(const void *data, size_t size, uint64_t seed);
+
+/* Looks |key| up in memory, then on disk. Returns a new reference or NULL. */
+tp_executable_t *tp_exec_cache_lookup(tp_exec_cache_t *cache, const void *key, size_t key_size,
+                                      uint64_t hash);
+/* Stores |exe| (retained) under |key|, in memory and (best effort) on disk. */
+void tp_exec_cache_insert(tp_exec_cache_t *cache, const void *key, size_t key_size, uint64_t hash,
+                          tp_executable_t *exe);
+size_t tp_exec_cache_size(const tp_exec_cache_t *cache);
+void tp_exec_cache_set_capacity(tp_exec_cache_t *cache, size_t capacity);
+void tp_exec_cache_clear(tp_exec_cache_t *cache);
+const char *tp_exec_cache_dir(const tp_exec_cache_t *cache); /* "" when disabled */
+
+#ifdef __cplusplus
+}
+#endif
+#endif  /* TP_RUNTIME_EXEC_CACHE_H_ */

@@ -1,0 +1,54 @@
+/* Executables: StableHLO compiled by the plugin, serialized for the disk cache, and executed.
+ * Thread-safe: PJRT executables may run concurrently. */
+#ifndef TP_RUNTIME_EXECUTABLE_H_
+#define TP_RUNTIME_EXECUTABLE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "runtime/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tp_executable tp_executable_t;
+
+/* Compiles MLIR text (StableHLO) into an executable runnable on any device of |client|.
+ * Caller owns one reference. The plugin's diagnostics are kept in the error message. */
+tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
+                                   tp_executable_t **out_exe);
+/* Serializes |exe|; *out_bytes is the caller's (free()). */
+tp_status_t *tp_executable_serialize(tp_executable_t *exe, char **out_bytes, size_t *out_size);
+/* Loads a serialized executable; caller owns one reference. */
+tp_status_t *tp_executable_deserialize(tp_client_t *client, const char *bytes, size_t size,
+                                       tp_executable_t **out_exe);
+void tp_executable_retain(tp_executable_t *exe);
+void tp_executable_release(tp_executable_t *exe);
+int tp_executable_num_outputs(const tp_executable_t *exe);
+
+/* Enqueues one execution on |device|. |args| are PJRT_Buffer* (borrowed; those not listed in
+ * |non_donatable| may be donated, i.e. dead afterwards when the program aliases them). Fills
+ * |out_buffers| (num_outputs entries, caller owns). Returns once enqueued; a failure that happens
+ * later surfaces at the next tp_client_synchronize, attributed to |op_name|.
+ * With |blocking| set, waits for completion and returns its error here. */
+tp_status_t *tp_executable_execute(tp_executable_t *exe, int device, void *const *args,
+                                   size_t n_args, const int64_t *non_donatable,
+                                   size_t n_non_donatable, void **out_buffers,
+                                   const char *op_name, int blocking);
+
+/* Process-wide counters. */
+typedef struct {
+  int64_t compiles, memory_cache_hits, disk_cache_hits, executes;
+  double compile_seconds;
+} tp_runtime_stats_t;
+void tp_runtime_stats(tp_runtime_stats_t *out);
+void tp_runtime_stats_reset(void);
+/* Internal counters bumped by the cache and executor. */
+void tp_runtime_count_hit(int disk);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  /* TP_RUNTIME_EXECUTABLE_H_ */

@@ -1,0 +1,56 @@
+/* Private to csrc/runtime: the PJRT calling helpers and the client's full record.
+ * Only runtime .c files include this; everything else sees the opaque handles. */
+#ifndef TP_RUNTIME_INTERNAL_H_
+#define TP_RUNTIME_INTERNAL_H_
+
+#include <pjrt_c_api.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "runtime/client.h"
+
+/* Zeroes a PJRT args struct and sets its struct_size from the header's constant. */
+#define TP_PJRT_ARGS(type, var) \
+  type var;                     \
+  memset(&var, 0, sizeof(var)); \
+  var.struct_size = type##_STRUCT_SIZE
+
+/* True when the plugin's function table reaches |field| (older plugins have shorter tables). */
+#define TP_PJRT_HAS(api, field) \
+  (offsetof(PJRT_Api, field) + sizeof(void *) <= (api)->struct_size && (api)->field != NULL)
+
+/* Turns a PJRT error into a status (code and message kept) and destroys it. NULL in, NULL out. */
+tp_status_t *tp_pjrt_status(const PJRT_Api *api, PJRT_Error *err, const char *what);
+/* Awaits |ev|, destroys it, and returns its error as a status. */
+tp_status_t *tp_pjrt_await(const PJRT_Api *api, PJRT_Event *ev, const char *what);
+void tp_pjrt_buffer_destroy(const PJRT_Api *api, PJRT_Buffer *buf);
+PJRT_Buffer_Type tp_pjrt_type(tp_dtype_t dtype);
+
+#define TP_MAX_PENDING 256
+
+struct tp_client {
+  int refs; /* atomic */
+  const PJRT_Api *api;
+  PJRT_Client *client;
+  char *plugin_path;
+  char *platform_name;
+  char *platform_version;
+  size_t num_devices;
+  PJRT_Device *const *devices; /* borrowed from the PJRT client */
+  char **device_kinds;
+  int64_t memory_limit;
+  /* Completion events of enqueued executions, with the op that enqueued each, so synchronize
+   * can wait for them and an asynchronous failure can name its op. */
+  pthread_mutex_t lock;
+  PJRT_Event *pending[TP_MAX_PENDING];
+  char *pending_op[TP_MAX_PENDING];
+  uint64_t pending_seq[TP_MAX_PENDING];
+  int n_pending;
+  uint64_t enqueued;   /* executions tracked so far */
+  uint64_t completed;  /* all executions with seq <= completed are done */
+  tp_status_t *async_error; /* first failure seen while pruning, reported at next sync */
+};
+
+#endif  /* TP_RUNTIME_INTERNAL_H_ */

@@ -1,0 +1,767 @@
+// PrivateUse1 glue: the only C++ in the project. It renames nothing itself (Python does), and holds
+// no op logic: it turns ATen calls into calls of the C op table (one boxed kernel), registers the
+// CPU fallback for everything else, and supplies what PyTorch needs of a device backend
+// (allocator, device guard, hooks, generator, views, copies). C statuses become exceptions here.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+extern "C" {
+#include "eager/eager.h"
+#include "runtime/executable.h"
+}
+
+namespace {
+
+using c10::DeviceType;
+
+// ---- errors ----
+
+[[noreturn]] void throw_status(tp_status_t* st) {
+  std::string msg = tp_status_message(st);
+  tp_status_code_t code = tp_status_code(st);
+  tp_status_free(st);
+  if (code == TP_RESOURCE_EXHAUSTED && msg.find("out of memory") != std::string::npos)
+    throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
+  if (code == TP_UNIMPLEMENTED) TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+  if (code == TP_INVALID_ARGUMENT || code == TP_OUT_OF_RANGE) TORCH_CHECK_VALUE(false, msg);
+  TORCH_CHECK(false, msg);
+}
+
+inline void check(tp_status_t* st) {
+  if (st) throw_status(st);
+}
+
+std::string g_init_error = "torch_pjrt was not imported";
+
+tp_client_t* client() {
+  tp_client_t* c = tp_eager_client();
+  TORCH_CHECK(c, "the tpu device is unavailable: ", g_init_error);
+  return c;
+}
+
+// ---- dtypes and views ----
+
+tp_dtype_t to_tp(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return TP_DTYPE_BOOL;
+    case c10::kByte: return TP_DTYPE_U8;
+    case c10::kChar: return TP_DTYPE_I8;
+    case c10::kShort: return TP_DTYPE_I16;
+    case c10::kInt: return TP_DTYPE_I32;
+    case c10::kLong: return TP_DTYPE_I64;
+    case c10::kHalf: return TP_DTYPE_F16;
+    case c10::kBFloat16: return TP_DTYPE_BF16;
+    case c10::kFloat: return TP_DTYPE_F32;
+    case c10::kDouble: return TP_DTYPE_F64;
+    default: return TP_DTYPE_INVALID;
+  }
+}
+
+c10::ScalarType from_tp(tp_dtype_t t) {
+  static const c10::ScalarType map[] = {c10::kBool, c10::kByte, c10::kChar, c10::kShort,
+                                        c10::kInt,  c10::kLong, c10::kHalf, c10::kBFloat16,
+                                        c10::kFloat, c10::kDouble};
+  return map[t];
+}
+
+tp_storage_t* storage_of(const at::Tensor& t) {
+  return static_cast<tp_storage_t*>(t.storage().data_ptr().get_context());
+}
+
+// Fills |v| from a tpu tensor; false when the tensor cannot be described (dtype, rank).
+bool make_view(const at::Tensor& t, tp_view_t* v) {
+  tp_dtype_t dt = to_tp(t.scalar_type());
+  if (dt == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;
+  v->storage = storage_of(t);
+  if (!v->storage) return false;
+  v->dtype = dt;
+  v->ndim = static_cast<int>(t.dim());
+  for (int i = 0; i < v->ndim; i++) {
+    v->sizes[i] = t.size(i);
+    v->strides[i] = t.stride(i);
+  }
+  v->offset = t.storage_offset();
+  return true;
+}
+
+tp_view_t view_or_throw(const at::Tensor& t, const char* what) {
+  tp_view_t v;
+  TORCH_CHECK_NOT_IMPLEMENTED(make_view(t, &v), what, ": tpu tensors of dtype ", t.scalar_type(),
+                              " with ", t.dim(), " dims are not supported");
+  return v;
+}
+
+// ---- device state ----
+
+thread_local c10::DeviceIndex g_current_device = 0;
+
+c10::DeviceIndex device_count() {
+  tp_client_t* c = tp_eager_client();
+  return c ? static_cast<c10::DeviceIndex>(tp_client_device_count(c)) : 0;
+}
+
+void check_device_index(c10::DeviceIndex d) {
+  TORCH_CHECK(d >= 0 && d < device_count(), "tpu device index ", static_cast<int>(d),
+              " is out of range: ", static_cast<int>(device_count()), " tpu device(s) available");
+}
+
+// ---- allocator ----
+
+void release_storage(void* ctx) { tp_storage_release(static_cast<tp_storage_t*>(ctx)); }
+
+struct TpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DeviceIndex dev = g_current_device;
+    tp_storage_t* s = nullptr;
+    check(tp_storage_create(client(), dev, nbytes, &s));
+    return {s->addr, s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "tpu memory cannot be copied by the host; use Tensor.copy_");
+  }
+};
+TpuAllocator g_allocator;
+
+// ---- events over the in-order device queue ----
+
+struct Marker {
+  tp_marker_t m;
+};
+
+// ---- device guard ----
+
+struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
+  DeviceType type() const override { return DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.index() >= 0) g_current_device = d.index();
+    return old;
+  }
+  c10::Device getDevice() const override { return {DeviceType::PrivateUse1, g_current_device}; }
+  void setDevice(c10::Device d) const override {
+    check_device_index(d.index());
+    g_current_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) g_current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {
+    if (!*event) *event = new Marker();
+    tp_client_mark(client(), &static_cast<Marker*>(*event)->m);
+  }
+  void block(void*, const c10::Stream&) const override {
+    // One in-order queue per device: work enqueued after this point already follows the event.
+  }
+  bool queryEvent(void* event) const override {
+    return !event || tp_client_marker_done(client(), &static_cast<Marker*>(event)->m);
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<Marker*>(event);
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event) check(tp_client_marker_wait(client(), &static_cast<Marker*>(event)->m));
+  }
+  double elapsedTime(void* a, void* b, const c10::DeviceIndex) const override {
+    TORCH_CHECK(a && b, "elapsed_time: both events must be recorded first");
+    auto* ma = static_cast<Marker*>(a);
+    auto* mb = static_cast<Marker*>(b);
+    check(tp_client_marker_wait(client(), &mb->m));
+    return (tp_client_marker_time(client(), &mb->m) - tp_client_marker_time(client(), &ma->m)) /
+           1e6;
+  }
+  bool queryStream(const c10::Stream&) const override {
+    tp_marker_t m;
+    tp_client_mark(client(), &m);
+    return tp_client_marker_done(client(), &m);
+  }
+  void synchronizeStream(const c10::Stream&) const override { check(tp_client_synchronize(client())); }
+  void synchronizeDevice(const c10::DeviceIndex) const override {
+    check(tp_client_synchronize(client()));
+  }
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+};
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuard);
+
+// ---- generator ----
+
+struct TpuGenerator final : c10::GeneratorImpl {
+  explicit TpuGenerator(c10::DeviceIndex d)
+      : c10::GeneratorImpl(c10::Device(DeviceType::PrivateUse1, d),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    seed_ = c10::detail::getNonDeterministicRandom();
+    offset_ = 0;
+    return seed_;
+  }
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.numel() == 16 && state.dtype() == at::kByte,
+                "tpu RNG state must be a uint8 tensor of 16 bytes");
+    const auto* p = static_cast<const uint64_t*>(state.data());
+    seed_ = p[0];
+    offset_ = p[1];
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor t = at::empty({16}, at::kByte);
+    auto* p = t.data_ptr<uint8_t>();
+    std::memcpy(p, &seed_, 8);
+    std::memcpy(p + 8, &offset_, 8);
+    return t.getIntrusivePtr();
+  }
+  TpuGenerator* clone_impl() const override {
+    auto* g = new TpuGenerator(device().index());
+    g->seed_ = seed_;
+    g->offset_ = offset_;
+    return g;
+  }
+  static c10::DeviceType device_type() { return DeviceType::PrivateUse1; }
+
+ private:
+  uint64_t seed_ = 67280421310721ull;
+  uint64_t offset_ = 0;
+};
+
+const at::Generator& default_generator(c10::DeviceIndex d) {
+  static std::vector<at::Generator> gens;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::DeviceIndex n = std::max<c10::DeviceIndex>(device_count(), 1);
+    for (c10::DeviceIndex i = 0; i < n; i++) {
+      gens.push_back(at::make_generator<TpuGenerator>(i));
+      gens.back().set_current_seed(c10::detail::getNonDeterministicRandom());
+    }
+  });
+  if (d < 0) d = g_current_device;
+  check_device_index(d);
+  return gens[d];
+}
+
+// ---- hooks ----
+
+struct TpuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex d) const override {
+    check_device_index(d);
+    g_current_device = d;
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return g_current_device; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    c10::DeviceIndex old = g_current_device;
+    g_current_device = d;
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    return default_generator(d);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return at::make_generator<TpuGenerator>(d < 0 ? g_current_device : d);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return {DeviceType::PrivateUse1, g_current_device};
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+};
+
+// ---- fallback accounting ----
+
+std::mutex g_fallback_lock;
+std::map<std::string, int64_t> g_fallbacks;
+std::atomic<bool> g_strict{false};
+std::atomic<bool> g_warn{true};
+
+std::string op_name(const c10::OperatorHandle& op) {
+  const auto& n = op.schema().operator_name();
+  std::string base = n.name.rfind("aten::", 0) == 0 ? n.name.substr(6) : n.name;
+  return n.overload_name.empty() ? base : base + "." + n.overload_name;
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = op_name(op);
+  TORCH_CHECK(!g_strict.load(), "tpu strict mode: '", name,
+              "' has no native tpu lowering and would fall back to CPU");
+  bool first;
+  {
+    std::lock_guard<std::mutex> g(g_fallback_lock);
+    first = g_fallbacks[name]++ == 0;
+  }
+  if (first && g_warn.load())
+    TORCH_WARN("tpu: '", name, "' has no native lowering; it runs on CPU (counted in "
+               "torch_pjrt.fallback_report())");
+  at::native::cpu_fallback(op, stack);
+}
+
+// ---- the table kernel ----
+
+bool cpu_scalar_tensor(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
+
+// Converts one IValue; false means "not describable natively" (the call falls back).
+bool convert_arg(const c10::IValue& v, tp_eager_arg_t* a) {
+  std::memset(a, 0, sizeof(*a));
+  a->arg.scalar_dtype = TP_DTYPE_INVALID;
+  if (v.isNone()) {
+    a->arg.kind = TP_ARG_NONE;
+  } else if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      a->arg.kind = TP_ARG_NONE;
+    } else if (t.device().type() == DeviceType::PrivateUse1) {
+      if (!make_view(t, &a->view)) return false;
+      a->arg.kind = TP_ARG_TENSOR;
+      a->arg.meta.dtype = a->view.dtype;
+      a->arg.meta.ndim = a->view.ndim;
+      std::memcpy(a->arg.meta.sizes, a->view.sizes, sizeof(int64_t) * a->view.ndim);
+    } else if (cpu_scalar_tensor(t)) {
+      tp_dtype_t dt = to_tp(t.scalar_type());
+      if (dt == TP_DTYPE_INVALID) return false;
+      a->arg.kind = TP_ARG_SCALAR;
+      a->arg.wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
+      a->arg.meta.dtype = dt;
+      if (tp_dtype_is_float(dt)) a->arg.f = t.item<double>();
+      else a->arg.i = t.item<int64_t>();
+    } else {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, tpu:", static_cast<int>(g_current_device), " and ", t.device(), "!");
+    }
+  } else if (v.isScalar()) {
+    c10::Scalar s = v.toScalar();
+    a->arg.kind = TP_ARG_SCALAR;
+    if (s.isBoolean()) {
+      a->arg.meta.dtype = TP_DTYPE_BOOL;
+      a->arg.i = s.toBool();
+    } else if (s.isIntegral(false)) {
+      a->arg.meta.dtype = TP_DTYPE_I64;
+      a->arg.i = s.toLong();
+    } else if (s.isFloatingPoint()) {
+      a->arg.meta.dtype = TP_DTYPE_F64;
+      a->arg.f = s.toDouble();
+    } else {
+      return false;  // complex
+    }
+  } else if (v.isBool()) {
+    a->arg.kind = TP_ARG_INT;
+    a->arg.i = v.toBool();
+  } else if (v.isInt()) {
+    a->arg.kind = TP_ARG_INT;
+    a->arg.i = v.toInt();
+  } else if (v.isDouble()) {
+    a->arg.kind = TP_ARG_FLOAT;
+    a->arg.f = v.toDouble();
+  } else if (v.isIntList()) {
+    auto l = v.toIntVector();
+    if (l.size() > TP_MAX_DIMS) return false;
+    a->arg.kind = TP_ARG_INTS;
+    a->arg.n = static_cast<int>(l.size());
+    for (size_t i = 0; i < l.size(); i++) a->arg.ints[i] = l[i];
+  } else {
+    return false;
+  }
+  return true;
+}
+
+struct TableKernel final : c10::OperatorKernel {
+  TableKernel(int op, int variant) : op_(op), variant_(variant) {}
+
+  void operator()(const c10::OperatorHandle& h, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const auto& schema = h.schema();
+    const size_t n_args = schema.arguments().size();
+    size_t n_in = n_args;
+    if (variant_ == 2)
+      while (n_in > 0 && schema.arguments()[n_in - 1].alias_info() &&
+             schema.arguments()[n_in - 1].alias_info()->isWrite())
+        n_in--;
+    auto args = torch::jit::last(*stack, n_args);
+    tp_eager_arg_t eargs[TP_MAX_ARGS];
+    bool native = n_in <= TP_MAX_ARGS;
+    for (size_t i = 0; native && i < n_in; i++) {
+      // Fields PyTorch passes but the lowering ignores (layout, device, memory format).
+      const auto& t = schema.arguments()[i].type();
+      if (t->kind() == c10::TypeKind::OptionalType || t->kind() == c10::TypeKind::IntType) {
+        const auto& name = schema.arguments()[i].name();
+        if (name == "layout" || name == "device" || name == "pin_memory" ||
+            name == "memory_format") {
+          std::memset(&eargs[i], 0, sizeof(eargs[i]));
+          continue;
+        }
+      }
+      native = convert_arg(args[i], &eargs[i]);
+      if (native && eargs[i].arg.kind == TP_ARG_INT &&
+          (schema.arguments()[i].name() == "dtype") && !args[i].isNone())
+        eargs[i].arg.i = to_tp(args[i].toScalarType());
+    }
+    if (!native) return cpu_fallback(h, stack);
+    tp_meta_t metas[TP_MAX_OUTS];
+    int n_out = 0;
+    check(tp_eager_infer(op_, eargs, static_cast<int>(n_in), metas, &n_out));
+    std::vector<at::Tensor> outs;
+    if (variant_ == 0) {
+      c10::Device dev = c10::Device(DeviceType::PrivateUse1, g_current_device);
+      for (size_t i = 0; i < n_in; i++)
+        if (eargs[i].arg.kind == TP_ARG_TENSOR) {
+          dev = args[i].toTensor().device();
+          break;
+        }
+      c10::DeviceGuard guard(dev);
+      for (int k = 0; k < n_out; k++)
+        outs.push_back(at::empty(c10::IntArrayRef(metas[k].sizes, metas[k].ndim),
+                                 at::TensorOptions().dtype(from_tp(metas[k].dtype)).device(dev)));
+    } else if (variant_ == 1) {
+      outs.push_back(args[0].toTensor());
+    } else {
+      for (size_t i = n_in; i < n_args; i++) {
+        at::Tensor o = args[i].toTensor();
+        at::native::resize_output(o, c10::IntArrayRef(metas[i - n_in].sizes, metas[i - n_in].ndim));
+        outs.push_back(o);
+      }
+    }
+    TORCH_CHECK(static_cast<int>(outs.size()) == n_out, op_name(h), ": expected ", n_out,
+                " outputs");
+    tp_view_t views[TP_MAX_OUTS];
+    for (int k = 0; k < n_out; k++) {
+      TORCH_CHECK(outs[k].device().type() == DeviceType::PrivateUse1, op_name(h),
+                  ": output must be a tpu tensor, got ", outs[k].device());
+      views[k] = view_or_throw(outs[k], schema.name().c_str());
+    }
+    check(tp_eager_run(op_, eargs, static_cast<int>(n_in), metas, views, n_out));
+    torch::jit::drop(*stack, n_args);
+    for (auto& o : outs) torch::jit::push(*stack, o);
+  }
+
+ private:
+  int op_, variant_;
+};
+
+// ---- copies, views, storage ops ----
+
+at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
+  if (self.numel() == 0) return self;
+  bool dst_tpu = self.device().type() == DeviceType::PrivateUse1;
+  bool src_tpu = src.device().type() == DeviceType::PrivateUse1;
+  if (dst_tpu && src_tpu) {
+    tp_view_t d = view_or_throw(self, "copy_"), s = view_or_throw(src, "copy_");
+    check(tp_eager_copy(&d, &s));
+  } else if (dst_tpu) {
+    TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to tpu");
+    tp_view_t d = view_or_throw(self, "copy_");
+    at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
+    check(tp_eager_copy_from_host(&d, host.data_ptr()));
+  } else {
+    TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from tpu to ", self.device());
+    tp_view_t s = view_or_throw(src, "copy_");
+    at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+    check(tp_eager_copy_to_host(&s, host.data_ptr()));
+    self.copy_(host);
+  }
+  return self;
+}
+
+at::Tensor tpu_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dst;
+  tpu_copy_(d, self, non_blocking);
+  return dst;
+}
+
+at::Tensor tpu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return tpu_copy_from(self, dst, false);
+}
+
+c10::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  tp_view_t v = view_or_throw(self, "item");
+  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  v.ndim = 0;
+  check(tp_eager_copy_to_host(&v, host.data_ptr()));
+  return at::_local_scalar_dense(host);
+}
+
+at::Tensor tpu_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::Layout>, std::optional<c10::Device> device,
+                     std::optional<bool>, std::optional<c10::MemoryFormat> fmt) {
+  c10::Device dev = device.value_or(c10::Device(DeviceType::PrivateUse1, g_current_device));
+  if (dev.index() < 0) dev = c10::Device(DeviceType::PrivateUse1, g_current_device);
+  check_device_index(dev.index());
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, &g_allocator,
+                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   dtype.value_or(c10::get_default_dtype_as_scalartype()), fmt);
+}
+
+at::Tensor tpu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                             std::optional<c10::ScalarType> dtype, std::optional<c10::Layout>,
+                             std::optional<c10::Device> device, std::optional<bool>) {
+  c10::Device dev = device.value_or(c10::Device(DeviceType::PrivateUse1, g_current_device));
+  if (dev.index() < 0) dev = c10::Device(DeviceType::PrivateUse1, g_current_device);
+  check_device_index(dev.index());
+  c10::DeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(
+      size, stride, &g_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      dtype.value_or(c10::get_default_dtype_as_scalartype()));
+}
+
+// Grows |storage| to |nbytes|, keeping its contents (a device copy into the new buffer).
+void grow_storage(const c10::Storage& storage, size_t nbytes) {
+  tp_storage_t* old = static_cast<tp_storage_t*>(storage.data_ptr().get_context());
+  c10::DeviceGuard guard(storage.device());
+  c10::DataPtr fresh = g_allocator.allocate(nbytes);
+  if (old && old->buffer && old->numel > 0) {
+    tp_view_t src{};
+    src.storage = old;
+    src.dtype = old->dtype;
+    src.ndim = 1;
+    src.sizes[0] = old->numel;
+    src.strides[0] = 1;
+    tp_view_t dst = src;
+    dst.storage = static_cast<tp_storage_t*>(fresh.get_context());
+    check(tp_eager_copy(&dst, &src));
+  }
+  storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
+  storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
+}
+
+const at::Tensor& tpu_resize_(const at::Tensor& self, c10::IntArrayRef size,
+                              std::optional<c10::MemoryFormat> fmt) {
+  int64_t numel = c10::multiply_integers(size);
+  size_t need = numel == 0 ? 0 : static_cast<size_t>(self.storage_offset() + numel) * self.itemsize();
+  if (need > self.storage().nbytes()) grow_storage(self.storage(), need);
+  self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (fmt) self.unsafeGetTensorImpl()->empty_tensor_restride(*fmt);
+  return self;
+}
+
+at::Tensor& tpu_set_storage(at::Tensor& self, c10::Storage source, int64_t offset,
+                            c10::IntArrayRef size, c10::IntArrayRef stride) {
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  int64_t extent = 1;
+  bool empty = false;
+  for (size_t i = 0; i < size.size(); i++) {
+    if (size[i] == 0) empty = true;
+    extent += (size[i] - 1) * stride[i];
+  }
+  size_t need = empty ? 0 : static_cast<size_t>(offset + extent) * self.itemsize();
+  if (need > self.storage().nbytes()) grow_storage(self.storage(), need);
+  return self;
+}
+
+at::Tensor& tpu_set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.itemsize());
+  return tpu_set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& tpu_set_tensor(at::Tensor& self, const at::Tensor& src) {
+  if (self.is_same(src)) return self;
+  return tpu_set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& tpu_set_empty(at::Tensor& self) {
+  c10::Storage s(c10::Storage::use_byte_size_t(), 0, &g_allocator, true);
+  return tpu_set_storage(self, std::move(s), 0, {0}, {1});
+}
+
+at::Tensor tpu_as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                          std::optional<int64_t> offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, offset);
+}
+
+at::Tensor tpu_view(const at::Tensor& self, c10::IntArrayRef size) {
+  return at::native::view(self, size);
+}
+
+at::Tensor tpu_reshape_alias(const at::Tensor& self, c10::IntArrayRef size,
+                             c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+at::Tensor tpu_unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (int i = 0; i < tp_op_count; i++) {
+    const tp_op_def_t& d = tp_op_table[i];
+    m.impl(d.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 0)));
+    if (d.inplace)
+      m.impl(d.inplace,
+             torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 1)));
+    if (d.out)
+      m.impl(d.out, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 2)));
+  }
+  m.impl("empty.memory_format", tpu_empty);
+  m.impl("empty_strided", tpu_empty_strided);
+  m.impl("copy_", tpu_copy_);
+  m.impl("_copy_from", tpu_copy_from);
+  m.impl("_copy_from_and_resize", tpu_copy_from_and_resize);
+  m.impl("_local_scalar_dense", tpu_local_scalar_dense);
+  m.impl("resize_", tpu_resize_);
+  m.impl("set_.source_Storage_storage_offset", tpu_set_storage);
+  m.impl("set_.source_Storage", tpu_set_source_storage);
+  m.impl("set_.source_Tensor", tpu_set_tensor);
+  m.impl("set_", tpu_set_empty);
+  m.impl("as_strided", tpu_as_strided);
+  m.impl("view", tpu_view);
+  m.impl("_reshape_alias", tpu_reshape_alias);
+  m.impl("unfold", tpu_unfold);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+// ---- Python surface (torch_pjrt._C) ----
+
+void init(const std::string& plugin, const std::string& cache_dir, int64_t capacity,
+          bool blocking) {
+  char* warning = nullptr;
+  check(tp_eager_init(plugin.c_str(), cache_dir.c_str(), static_cast<size_t>(capacity), &warning));
+  if (warning) {
+    TORCH_WARN("tpu: on-disk executable cache disabled: ", warning);
+    free(warning);
+  }
+  tp_eager_set_blocking(blocking);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::SetAllocator(DeviceType::PrivateUse1, &g_allocator);
+    at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+  });
+}
+
+py::dict stats() {
+  tp_runtime_stats_t s;
+  tp_runtime_stats(&s);
+  py::dict d;
+  d["compiles"] = s.compiles;
+  d["memory_cache_hits"] = s.memory_cache_hits;
+  d["disk_cache_hits"] = s.disk_cache_hits;
+  d["executes"] = s.executes;
+  d["compile_seconds"] = s.compile_seconds;
+  py::dict fb;
+  {
+    std::lock_guard<std::mutex> g(g_fallback_lock);
+    for (auto& kv : g_fallbacks) fb[py::str(kv.first)] = kv.second;
+  }
+  d["fallbacks"] = fb;
+  tp_exec_cache_t* c = tp_eager_cache();
+  d["cached_executables"] = c ? tp_exec_cache_size(c) : 0;
+  return d;
+}
+
+void reset_stats() {
+  tp_runtime_stats_reset();
+  std::lock_guard<std::mutex> g(g_fallback_lock);
+  g_fallbacks.clear();
+}
+
+py::list native_ops() {
+  py::list l;
+  for (int i = 0; i < tp_op_count; i++) {
+    l.append(tp_op_table[i].name);
+    if (tp_op_table[i].inplace) l.append(tp_op_table[i].inplace);
+    if (tp_op_table[i].out) l.append(tp_op_table[i].out);
+  }
+  return l;
+}
+
+py::dict plugin_info() {
+  tp_client_t* c = client();
+  py::dict d;
+  int major, minor;
+  tp_client_api_version(c, &major, &minor);
+  d["platform"] = tp_client_platform_name(c);
+  d["platform_version"] = tp_client_platform_version(c);
+  d["plugin_path"] = tp_client_plugin_path(c);
+  d["pjrt_api_version"] = py::make_tuple(major, minor);
+  py::list devs;
+  for (int i = 0; i < tp_client_device_count(c); i++) devs.append(tp_client_device_kind(c, i));
+  d["devices"] = devs;
+  d["cache_dir"] = tp_exec_cache_dir(tp_eager_cache());
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_pjrt native core";
+  m.def("init", &init, py::arg("plugin"), py::arg("cache_dir"), py::arg("cache_capacity"),
+        py::arg("blocking"));
+  m.def("initialized", [] { return tp_eager_client() != nullptr; });
+  m.def("set_init_error", [](const std::string& e) { g_init_error = e; });
+  m.def("stats", &stats);
+  m.def("reset_stats", &reset_stats);
+  m.def("native_ops", &native_ops);
+  m.def("plugin_info", &plugin_info);
+  m.def("set_strict", [](bool on) { g_strict = on; });
+  m.def("strict", [] { return g_strict.load(); });
+  m.def("set_fallback_warnings", [](bool on) { g_warn = on; });
+  m.def("set_blocking", [](bool on) { tp_eager_set_blocking(on); });
+  m.def("device_count", [] { return static_cast<int>(device_count()); });
+  m.def("current_device", [] { return static_cast<int>(g_current_device); });
+  m.def("set_device", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    g_current_device = static_cast<c10::DeviceIndex>(d);
+  });
+  m.def("synchronize", [] {
+    py::gil_scoped_release no_gil;
+    check(tp_client_synchronize(client()));
+  });
+  m.def("device_name", [](int d) { return std::string(tp_client_device_kind(client(), d)); });
+  m.def("memory_allocated", [](int d) { return tp_storage_bytes_in_use(d); });
+  m.def("max_memory_allocated", [](int d) { return tp_storage_peak_bytes(d); });
+  m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(d); });
+  m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
+  m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
+  m.def("set_cache_capacity", [](int64_t n) {
+    tp_exec_cache_set_capacity(tp_eager_cache(), static_cast<size_t>(n));
+  });
+  m.def("clear_cache", [] { tp_exec_cache_clear(tp_eager_cache()); });
+  m.def("default_generator", [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
+  m.def("storage_buffer_dtype", [](const at::Tensor& t) {
+    tp_storage_t* s = storage_of(t);
+    return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();
+  });
+}

@@ -1,0 +1,122 @@
+"""torch_pjrt: TPU (or any PJRT device) as a native PyTorch device named "tpu".
+
+Importing this package (PyTorch does it for you through the `torch.backends` entry point) loads
+the PJRT plugin, registers the "tpu" device with PyTorch (PrivateUse1 renamed), installs the
+`torch.tpu` module and the `Tensor.tpu()` / `is_tpu` methods. A plugin that cannot be loaded does
+not break `import torch`: `torch.tpu.is_available()` is then False and first use raises an error
+that says why.
+"""
+import contextlib
+import os
+import warnings
+
+import torch
+
+from . import _plugins
+
+__all__ = ["stats", "reset_stats", "fallback_report", "plugin_info", "strict", "native_ops",
+           "init_error"]
+
+_init_error = None
+
+
+def _env_flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _cache_dir():
+    v = os.environ.get("TORCH_PJRT_CACHE_DIR")
+    if v is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(base, "torch_pjrt")
+    return "" if v.strip() in ("", "0") else v
+
+
+def _init():
+    global _init_error
+    from . import _C  # the native core; an ImportError here is a broken build, so let it raise
+    try:
+        plugin = _plugins.resolve()
+        capacity = int(os.environ.get("TORCH_PJRT_CACHE_CAPACITY", "4096"))
+        _C.init(plugin, _cache_dir(), capacity, _env_flag("TORCH_PJRT_LAUNCH_BLOCKING"))
+    except Exception as e:  # keep `import torch` alive; report at first use
+        _init_error = f"{type(e).__name__}: {e}"
+        _C.set_init_error(_init_error)
+        warnings.warn(f"torch_pjrt: the tpu device is unavailable: {_init_error}")
+    _C.set_strict(_env_flag("TORCH_PJRT_STRICT"))
+    if _env_flag("TORCH_PJRT_QUIET_FALLBACK"):
+        _C.set_fallback_warnings(False)
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+    from . import device_module
+    if not hasattr(torch, "tpu"):
+        torch._register_device_module("tpu", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+
+
+_init()
+_register()
+
+
+def _autoload():
+    """Entry point PyTorch calls at `import torch` (group `torch.backends`); importing did it all."""
+
+
+def init_error():
+    """Why the device could not be initialized, or None."""
+    return _init_error
+
+
+def stats():
+    """Counters: compiles, memory_cache_hits, disk_cache_hits, executes, compile_seconds,
+    cached_executables, and fallbacks (op name -> count)."""
+    from . import _C
+    return _C.stats()
+
+
+def reset_stats():
+    from . import _C
+    _C.reset_stats()
+
+
+def native_ops():
+    """ATen op names with a native lowering (functional, in-place and out= forms)."""
+    from . import _C
+    return list(_C.native_ops())
+
+
+def plugin_info():
+    """Platform name, plugin path, PJRT API version and devices of the loaded plugin."""
+    from . import _C
+    if _init_error:
+        raise RuntimeError(f"the tpu device is unavailable: {_init_error}")
+    return dict(_C.plugin_info())
+
+
+def fallback_report():
+    """A printable table of the ops that ran on CPU, with counts."""
+    fb = stats()["fallbacks"]
+    if not fb:
+        return "tpu fallback report: no op fell back to CPU"
+    width = max(len(k) for k in fb)
+    lines = [f"tpu fallback report: {len(fb)} op(s) ran on CPU, {sum(fb.values())} call(s)",
+             f"  {'op'.ljust(width)}  calls"]
+    for name, n in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {name.ljust(width)}  {n}")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def strict(enabled=True):
+    """Within the block, an op that would fall back to CPU raises a RuntimeError naming it."""
+    from . import _C
+    old = _C.strict()
+    _C.set_strict(enabled)
+    try:
+        yield
+    finally:
+        _C.set_strict(old)

@@ -1,0 +1,189 @@
+/* Runtime tests on whatever plugin TP_TEST_PLUGIN names: loading errors, client, storages,
+ * host<->device copies, compile/execute with donation, serialization, the executable cache. */
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hlo/builder.h"
+#include "runtime/client.h"
+#include "runtime/exec_cache.h"
+#include "runtime/executable.h"
+#include "runtime/storage.h"
+#include "test.h"
+
+static char *add_program(int64_t n) {
+  tp_hlo_builder_t *b;
+  tp_hlo_builder_create(&b);
+  tp_hlo_value_t x = tp_hlo_param(b, TP_DTYPE_F32, 1, &n, 0);
+  tp_hlo_value_t y = tp_hlo_param(b, TP_DTYPE_F32, 1, &n, -1);
+  tp_hlo_value_t z = tp_hlo_binary(b, TP_HLO_ADD, x, y);
+  char *text = NULL;
+  tp_status_t *st = tp_hlo_finish(b, &z, 1, &text);
+  tp_status_free(st);
+  tp_hlo_builder_free(b);
+  return text;
+}
+
+static void test_load_errors(void) {
+  tp_client_t *c = NULL;
+  tp_status_t *st = tp_client_create("/nonexistent/plugin.so", 0, &c);
+  CHECK(st && tp_status_code(st) == TP_NOT_FOUND);
+  CHECK(st && strstr(tp_status_message(st), "/nonexistent/plugin.so"));
+  tp_status_free(st);
+  /* A shared library without GetPjrtApi. */
+  st = tp_client_create("libm.so.6", 0, &c);
+  CHECK(st != NULL);
+  tp_status_free(st);
+}
+
+static void test_execute(tp_client_t *c) {
+  int64_t n = 5;
+  float a[5] = {1, 2, 3, 4, 5}, b[5] = {10, 20, 30, 40, 50}, r[5] = {0};
+  void *ba = NULL, *bb = NULL;
+  CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &ba));
+  CHECK_OK(tp_buffer_from_host(c, 0, b, TP_DTYPE_F32, 1, &n, &bb));
+  char *text = add_program(n);
+  CHECK(text != NULL);
+  tp_executable_t *exe = NULL;
+  CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  if (!exe) return;
+  CHECK(tp_executable_num_outputs(exe) == 1);
+  void *args[2] = {ba, bb}, *out = NULL;
+  int64_t keep = 1;
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, &keep, 1, &out, "add", 0));
+  CHECK_OK(tp_client_synchronize(c));
+  CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
+  CHECK(r[0] == 11 && r[4] == 55);
+
+  /* Serialize and reload: same result. */
+  char *bytes = NULL;
+  size_t size = 0;
+  CHECK_OK(tp_executable_serialize(exe, &bytes, &size));
+  tp_executable_t *exe2 = NULL;
+  CHECK_OK(tp_executable_deserialize(c, bytes, size, &exe2));
+  if (exe2) {
+    void *out2 = NULL;
+    void *args2[2] = {out, bb};
+    CHECK_OK(tp_executable_execute(exe2, 0, args2, 2, &keep, 1, &out2, "add", 1));
+    CHECK_OK(tp_buffer_to_host(c, out2, r, sizeof(r)));
+    CHECK(r[0] == 21 && r[4] == 105);
+    tp_buffer_destroy(c, out2);
+    tp_executable_release(exe2);
+  }
+  /* Garbage is an error, not a crash. */
+  tp_executable_t *bad = NULL;
+  tp_status_t *st = tp_executable_deserialize(c, "garbage", 7, &bad);
+  CHECK(st != NULL && bad == NULL);
+  tp_status_free(st);
+  free(bytes);
+
+  /* A compile error carries the plugin's message. */
+  st = tp_executable_compile(c, "this is not mlir", 16, &bad);
+  CHECK(st != NULL && bad == NULL);
+  tp_status_free(st);
+
+  tp_buffer_destroy(c, ba);
+  tp_buffer_destroy(c, bb);
+  tp_buffer_destroy(c, out);
+  tp_executable_release(exe);
+  free(text);
+}
+
+static void test_storage(tp_client_t *c) {
+  tp_storage_t *s = NULL;
+  int64_t before = tp_storage_bytes_in_use(0);
+  CHECK_OK(tp_storage_create(c, 0, 4096, &s));
+  CHECK(s && s->buffer == NULL && s->addr != NULL);
+  CHECK(tp_storage_bytes_in_use(0) == before + 4096);
+  tp_storage_release(s);
+  CHECK(tp_storage_bytes_in_use(0) == before);
+  /* Over the budget: a clear out-of-memory error. */
+  tp_status_t *st = tp_storage_create(c, 0, (size_t)1 << 60, &s);
+  CHECK(st && tp_status_code(st) == TP_RESOURCE_EXHAUSTED);
+  CHECK(st && strstr(tp_status_message(st), "out of memory"));
+  tp_status_free(st);
+  CHECK(tp_storage_bytes_in_use(0) == before);
+}
+
+static void test_cache(tp_client_t *c) {
+  char dir[] = "/tmp/tp_cache_test_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char sub[256];
+  snprintf(sub, sizeof(sub), "%s/cache", dir);
+  tp_exec_cache_t *cache = NULL;
+  char *warn = NULL;
+  CHECK_OK(tp_exec_cache_create(c, sub, 2, &cache, &warn));
+  CHECK(warn == NULL);
+  struct stat sb;
+  CHECK(stat(sub, &sb) == 0 && (sb.st_mode & 0777) == 0700);
+  char *text = add_program(3);
+  tp_executable_t *exe = NULL;
+  CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  const char key[] = "signature-1";
+  uint64_t h = tp_hash_bytes(key, sizeof(key), 0);
+  CHECK(tp_exec_cache_lookup(cache, key, sizeof(key), h) == NULL);
+  tp_exec_cache_insert(cache, key, sizeof(key), h, exe);
+  tp_executable_t *hit = tp_exec_cache_lookup(cache, key, sizeof(key), h);
+  CHECK(hit == exe);
+  tp_executable_release(hit);
+  /* LRU bound. */
+  tp_exec_cache_insert(cache, "k2", 2, 2, exe);
+  tp_exec_cache_insert(cache, "k3", 2, 3, exe);
+  CHECK(tp_exec_cache_size(cache) == 2);
+  tp_exec_cache_free(cache);
+
+  /* A second cache (a "second process") finds it on disk. */
+  tp_runtime_stats_t s0, s1;
+  tp_runtime_stats(&s0);
+  CHECK_OK(tp_exec_cache_create(c, sub, 16, &cache, &warn));
+  hit = tp_exec_cache_lookup(cache, key, sizeof(key), h);
+  CHECK(hit != NULL);
+  tp_runtime_stats(&s1);
+  CHECK(s1.disk_cache_hits == s0.disk_cache_hits + 1);
+  tp_executable_release(hit);
+  tp_exec_cache_free(cache);
+
+  /* Corrupt every entry: lookups miss instead of crashing. */
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "for f in %s/*.tpx; do head -c 100 /dev/urandom | dd of=$f bs=1 seek=60 conv=notrunc 2>/dev/null; done", sub);
+  CHECK(system(cmd) == 0);
+  CHECK_OK(tp_exec_cache_create(c, sub, 16, &cache, &warn));
+  CHECK(tp_exec_cache_lookup(cache, key, sizeof(key), h) == NULL);
+  tp_exec_cache_free(cache);
+
+  /* A world-writable directory is refused with a warning; the cache still works in memory. */
+  chmod(sub, 0777);
+  CHECK_OK(tp_exec_cache_create(c, sub, 16, &cache, &warn));
+  CHECK(warn != NULL && strstr(warn, "writable"));
+  free(warn);
+  CHECK(strcmp(tp_exec_cache_dir(cache), "") == 0);
+  tp_exec_cache_free(cache);
+
+  tp_executable_release(exe);
+  free(text);
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
+int main(void) {
+  const char *plugin = getenv("TP_TEST_PLUGIN");
+  if (!plugin) {
+    fprintf(stderr, "TP_TEST_PLUGIN must name a PJRT plugin\n");
+    return 2;
+  }
+  test_load_errors();
+  tp_client_t *c = NULL;
+  CHECK_OK(tp_client_create(plugin, 1, &c));
+  if (!c) {
+    TEST_MAIN_END("runtime_test");
+  }
+  CHECK(tp_client_device_count(c) >= 1);
+  CHECK(strlen(tp_client_platform_name(c)) > 0);
+  test_storage(c);
+  test_execute(c);
+  test_cache(c);
+  CHECK_OK(tp_client_synchronize(c));
+  tp_client_release(c);
+  TEST_MAIN_END("runtime_test");
+}
