@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PLUGIN_INC = $(shell $(PY) -c "import os, xla_plugins.xla_cpu_pjrt as p; print(os.path.dirname(p.__file__))")
 C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/hlo/*.c csrc/ops/*.c csrc/eager/*.c)
 C_HDR := $(wildcard csrc/*/*.h csrc/*/*.def)
-CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc
+CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
 
 .PHONY: setup build demo test test-c test-python bench clean

@@ -1,0 +1,177 @@
+/* Op table, shape/dtype inference and emitted StableHLO (golden text). Needs no device. */
+#include <string.h>
+
+#include "hlo/builder.h"
+#include "ops/op.h"
+#include "test.h"
+
+static tp_op_arg_t tensor(tp_dtype_t dt, int ndim, const int64_t *sizes) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_TENSOR;
+  a.meta.dtype = dt;
+  a.meta.ndim = ndim;
+  for (int i = 0; i < ndim; i++) a.meta.sizes[i] = sizes[i];
+  a.scalar_dtype = TP_DTYPE_INVALID;
+  return a;
+}
+
+static tp_op_arg_t scalar(tp_dtype_t dt, double v, bool wrapped) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_SCALAR;
+  a.meta.dtype = dt;
+  a.f = v;
+  a.i = (int64_t)v;
+  a.wrapped = wrapped;
+  a.scalar_dtype = TP_DTYPE_INVALID;
+  return a;
+}
+
+static const tp_op_def_t *op(const char *name) {
+  int i = tp_op_lookup(name, NULL);
+  CHECK(i >= 0);
+  return i >= 0 ? &tp_op_table[i] : &tp_op_table[0];
+}
+
+static void test_table(void) {
+  for (int i = 1; i < tp_op_count; i++) CHECK(strcmp(tp_op_table[i - 1].name, tp_op_table[i].name) < 0);
+  for (int i = 0; i < tp_op_count; i++) {
+    int v = -1;
+    CHECK(tp_op_lookup(tp_op_table[i].name, &v) == i && v == 0);
+    if (tp_op_table[i].inplace) CHECK(tp_op_lookup(tp_op_table[i].inplace, &v) == i && v == 1);
+    if (tp_op_table[i].out) CHECK(tp_op_lookup(tp_op_table[i].out, &v) == i && v == 2);
+  }
+  CHECK(tp_op_lookup("no_such_op", NULL) == -1);
+}
+
+static void test_promotion(void) {
+  CHECK(tp_dtype_promote(TP_DTYPE_U8, TP_DTYPE_I8) == TP_DTYPE_I16);
+  CHECK(tp_dtype_promote(TP_DTYPE_BF16, TP_DTYPE_F16) == TP_DTYPE_F32);
+  CHECK(tp_dtype_promote(TP_DTYPE_BOOL, TP_DTYPE_I32) == TP_DTYPE_I32);
+  CHECK(tp_dtype_promote(TP_DTYPE_I64, TP_DTYPE_F16) == TP_DTYPE_F16);
+  CHECK(!tp_dtype_can_cast(TP_DTYPE_F32, TP_DTYPE_I64));
+  CHECK(tp_dtype_can_cast(TP_DTYPE_I64, TP_DTYPE_F32));
+}
+
+static void test_binary_infer(void) {
+  const tp_op_def_t *add = op("add.Tensor");
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  /* (2,3) f32 + (3) i64 -> (2,3) f32 */
+  tp_op_arg_t args[3] = {tensor(TP_DTYPE_F32, 2, (int64_t[]){2, 3}),
+                         tensor(TP_DTYPE_I64, 1, (int64_t[]){3}), scalar(TP_DTYPE_I64, 1, false)};
+  CHECK_OK(add->infer(add, args, 3, out, &n));
+  CHECK(n == 1 && out[0].dtype == TP_DTYPE_F32 && out[0].ndim == 2 && out[0].sizes[1] == 3);
+  CHECK(args[2].scalar_dtype == TP_DTYPE_F32);
+  /* int tensor * python float -> default float; 0-dim f64 tensor does not widen a f32 tensor */
+  const tp_op_def_t *mul = op("mul.Tensor");
+  tp_op_arg_t a2[2] = {tensor(TP_DTYPE_I64, 1, (int64_t[]){4}), scalar(TP_DTYPE_F64, 0.5, true)};
+  CHECK_OK(mul->infer(mul, a2, 2, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_F32);
+  tp_op_arg_t a3[2] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){4}), tensor(TP_DTYPE_F64, 0, NULL)};
+  CHECK_OK(mul->infer(mul, a3, 2, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_F32);
+  /* mismatched shapes */
+  tp_op_arg_t a4[2] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){4}), tensor(TP_DTYPE_F32, 1, (int64_t[]){5})};
+  tp_status_t *st = mul->infer(mul, a4, 2, out, &n);
+  CHECK(st && tp_status_code(st) == TP_INVALID_ARGUMENT && strstr(tp_status_message(st), "must match"));
+  tp_status_free(st);
+  /* integer division promotes to float */
+  const tp_op_def_t *div = op("div.Tensor");
+  tp_op_arg_t a5[2] = {tensor(TP_DTYPE_I32, 1, (int64_t[]){4}), tensor(TP_DTYPE_I32, 1, (int64_t[]){4})};
+  CHECK_OK(div->infer(div, a5, 2, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_F32);
+}
+
+static void test_reduce_linalg_infer(void) {
+  const tp_op_def_t *sum = op("sum.dim_IntList");
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  tp_op_arg_t dim;
+  memset(&dim, 0, sizeof(dim));
+  dim.kind = TP_ARG_INTS;
+  dim.n = 1;
+  dim.ints[0] = -1;
+  tp_op_arg_t keep = {0};
+  keep.kind = TP_ARG_INT;
+  keep.i = 1;
+  tp_op_arg_t none = {0};
+  tp_op_arg_t args[4] = {tensor(TP_DTYPE_I32, 3, (int64_t[]){2, 3, 4}), dim, keep, none};
+  CHECK_OK(sum->infer(sum, args, 4, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_I64 && out[0].ndim == 3 && out[0].sizes[2] == 1);
+  args[1].ints[0] = 3;
+  tp_status_t *st = sum->infer(sum, args, 4, out, &n);
+  CHECK(st && strstr(tp_status_message(st), "Dimension out of range"));
+  tp_status_free(st);
+
+  const tp_op_def_t *mm = op("mm");
+  tp_op_arg_t m[2] = {tensor(TP_DTYPE_F32, 2, (int64_t[]){2, 3}), tensor(TP_DTYPE_F32, 2, (int64_t[]){4, 5})};
+  st = mm->infer(mm, m, 2, out, &n);
+  CHECK(st && strstr(tp_status_message(st), "cannot be multiplied (2x3 and 4x5)"));
+  tp_status_free(st);
+  m[1] = tensor(TP_DTYPE_F32, 2, (int64_t[]){3, 5});
+  CHECK_OK(mm->infer(mm, m, 2, out, &n));
+  CHECK(out[0].sizes[0] == 2 && out[0].sizes[1] == 5);
+}
+
+/* Emits |name| over params of the inferred shapes and compares with tests/c/golden/<file>. */
+static void check_golden(const char *name, tp_op_arg_t *args, int n_args, const char *file) {
+  const tp_op_def_t *d = op(name);
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  CHECK_OK(d->infer(d, args, n_args, out, &n));
+  tp_hlo_builder_t *b;
+  CHECK_OK(tp_hlo_builder_create(&b));
+  tp_hlo_value_t in[TP_MAX_ARGS];
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].kind == TP_ARG_TENSOR)
+      in[i] = tp_hlo_param(b, args[i].meta.dtype, args[i].meta.ndim, args[i].meta.sizes, -1);
+    else if (args[i].kind == TP_ARG_SCALAR)
+      in[i] = tp_hlo_param(b, args[i].scalar_dtype, 0, NULL, -1);
+  }
+  tp_hlo_value_t res[TP_MAX_OUTS];
+  d->emit(d, b, args, n_args, in, out, res);
+  char *text = NULL;
+  CHECK_OK(tp_hlo_finish(b, res, n, &text));
+  tp_hlo_builder_free(b);
+  char path[256];
+  snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, file);
+  FILE *f = fopen(path, "rb");
+  char expect[8192] = {0};
+  if (f) {
+    size_t r = fread(expect, 1, sizeof(expect) - 1, f);
+    expect[r] = 0;
+    fclose(f);
+  } else if (getenv("TP_UPDATE_GOLDEN") && text) {
+    f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+    strcpy(expect, text);
+  }
+  CHECK(text && strcmp(text, expect) == 0);
+  if (text && strcmp(text, expect) != 0) fprintf(stderr, "emitted for %s:\n%s\n", name, text);
+  free(text);
+}
+
+static void test_golden(void) {
+  tp_op_arg_t add[3] = {tensor(TP_DTYPE_BF16, 2, (int64_t[]){2, 3}),
+                        tensor(TP_DTYPE_BF16, 1, (int64_t[]){3}), scalar(TP_DTYPE_F64, 2.0, false)};
+  check_golden("add.Tensor", add, 3, "add_bf16_alpha.mlir");
+  tp_op_arg_t mm[2] = {tensor(TP_DTYPE_F32, 2, (int64_t[]){2, 3}), tensor(TP_DTYPE_F32, 2, (int64_t[]){3, 4})};
+  check_golden("mm", mm, 2, "mm_f32.mlir");
+  tp_op_arg_t none = {0};
+  tp_op_arg_t sum[2] = {tensor(TP_DTYPE_F16, 2, (int64_t[]){2, 3}), none};
+  check_golden("sum", sum, 2, "sum_f16.mlir");
+  tp_op_arg_t relu[1] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){5})};
+  check_golden("relu", relu, 1, "relu_f32.mlir");
+}
+
+int main(void) {
+  test_table();
+  test_promotion();
+  test_binary_infer();
+  test_reduce_linalg_infer();
+  test_golden();
+  TEST_MAIN_END("ops_test");
+}
