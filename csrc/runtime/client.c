@@ -235,7 +235,6 @@ static void prune_locked(tp_client_t *c, int keep_at_most) {
       tp_status_annotate(err, "asynchronous error in '%s'", c->pending_op[i]);
       c->async_error = tp_status_join(c->async_error, err);
     }
-    free(c->pending_op[i]);
     c->completed = c->pending_seq[i];
   }
   memmove(c->pending, c->pending + i, (size_t)(c->n_pending - i) * sizeof(c->pending[0]));
@@ -273,7 +272,7 @@ void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name) {
   tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Event_OnReady(&oargs), "event"));
   c->pending_seq[c->n_pending] = seq;
   c->pending[c->n_pending] = pjrt_event;
-  c->pending_op[c->n_pending] = strdup(op_name ? op_name : "?");
+  c->pending_op[c->n_pending] = op_name ? op_name : "?";
   c->n_pending++;
   pthread_mutex_unlock(&c->lock);
 }
@@ -311,7 +310,6 @@ tp_status_t *tp_client_marker_wait(tp_client_t *c, const tp_marker_t *m) {
       tp_status_annotate(err, "asynchronous error in '%s'", c->pending_op[0]);
       c->async_error = tp_status_join(c->async_error, err);
     }
-    free(c->pending_op[0]);
     c->completed = c->pending_seq[0];
     c->n_pending--;
     memmove(c->pending, c->pending + 1, (size_t)c->n_pending * sizeof(c->pending[0]));

@@ -44,7 +44,8 @@ void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes);
 /* Waits for every enqueued execution; returns the first asynchronous failure, naming its op. */
 tp_status_t *tp_client_synchronize(tp_client_t *c);
 
-/* Records an execution's completion event (ownership passes to the client). */
+/* Records an execution's completion event (ownership passes to the client). |op_name| must be
+ * a static string. */
 void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name);
 
 /* Events over the device's one in-order queue. A marker names all work enqueued so far. */

@@ -31,7 +31,7 @@ int tp_executable_num_outputs(const tp_executable_t *exe);
 /* Enqueues one execution on |device|. |args| are PJRT_Buffer* (borrowed; those not listed in
  * |non_donatable| may be donated, i.e. dead afterwards when the program aliases them). Fills
  * |out_buffers| (num_outputs entries, caller owns). Returns once enqueued; a failure that happens
- * later surfaces at the next tp_client_synchronize, attributed to |op_name|.
+ * later surfaces at the next tp_client_synchronize, attributed to |op_name| (a static string).
  * With |blocking| set, waits for completion and returns its error here. */
 tp_status_t *tp_executable_execute(tp_executable_t *exe, int device, void *const *args,
                                    size_t n_args, const int64_t *non_donatable,

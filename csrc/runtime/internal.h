@@ -45,7 +45,7 @@ struct tp_client {
    * can wait for them and an asynchronous failure can name its op. */
   pthread_mutex_t lock;
   PJRT_Event *pending[TP_MAX_PENDING];
-  char *pending_op[TP_MAX_PENDING];
+  const char *pending_op[TP_MAX_PENDING]; /* static strings (op table names) */
   uint64_t pending_seq[TP_MAX_PENDING];
   int n_pending;
   uint64_t enqueued;   /* executions tracked so far */

@@ -403,6 +403,24 @@ bool convert_arg(const c10::IValue& v, tp_eager_arg_t* a) {
   return true;
 }
 
+// How the table kernel treats each schema argument; computed once per kernel.
+enum ArgRole : uint8_t { kValue, kDtype, kIgnored };
+
+std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
+  std::vector<ArgRole> roles;
+  for (const auto& a : schema.arguments()) {
+    const auto& n = a.name();
+    // Fields PyTorch passes but the lowering has no use for.
+    if (n == "layout" || n == "device" || n == "pin_memory" || n == "memory_format")
+      roles.push_back(kIgnored);
+    else if (n == "dtype")
+      roles.push_back(kDtype);
+    else
+      roles.push_back(kValue);
+  }
+  return roles;
+}
+
 struct TableKernel final : c10::OperatorKernel {
   TableKernel(int op, int variant) : op_(op), variant_(variant) {}
 
@@ -415,23 +433,19 @@ struct TableKernel final : c10::OperatorKernel {
              schema.arguments()[n_in - 1].alias_info()->isWrite())
         n_in--;
     auto args = torch::jit::last(*stack, n_args);
+    std::call_once(roles_once_, [&] { roles_ = arg_roles(schema); });
     tp_eager_arg_t eargs[TP_MAX_ARGS];
     bool native = n_in <= TP_MAX_ARGS;
     for (size_t i = 0; native && i < n_in; i++) {
-      // Fields PyTorch passes but the lowering ignores (layout, device, memory format).
-      const auto& t = schema.arguments()[i].type();
-      if (t->kind() == c10::TypeKind::OptionalType || t->kind() == c10::TypeKind::IntType) {
-        const auto& name = schema.arguments()[i].name();
-        if (name == "layout" || name == "device" || name == "pin_memory" ||
-            name == "memory_format") {
-          std::memset(&eargs[i], 0, sizeof(eargs[i]));
-          continue;
-        }
+      if (roles_[i] == kIgnored) {
+        std::memset(&eargs[i], 0, sizeof(eargs[i]));
+        continue;
       }
       native = convert_arg(args[i], &eargs[i]);
-      if (native && eargs[i].arg.kind == TP_ARG_INT &&
-          (schema.arguments()[i].name() == "dtype") && !args[i].isNone())
+      if (native && roles_[i] == kDtype && !args[i].isNone()) {
         eargs[i].arg.i = to_tp(args[i].toScalarType());
+        native = eargs[i].arg.i != TP_DTYPE_INVALID;
+      }
     }
     if (!native) return cpu_fallback(h, stack);
     tp_meta_t metas[TP_MAX_OUTS];
@@ -473,6 +487,8 @@ struct TableKernel final : c10::OperatorKernel {
 
  private:
   int op_, variant_;
+  std::once_flag roles_once_;
+  std::vector<ArgRole> roles_;
 };
 
 // ---- copies, views, storage ops ----
