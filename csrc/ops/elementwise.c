@@ -245,3 +245,9 @@ void tp_emit_threshold_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
   tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GT, x, t);
   out[0] = tp_hlo_convert(b, tp_hlo_select(b, keep, g, zero), out_meta->dtype);
 }
+
+void tp_emit_zero(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  (void)op, (void)args, (void)n_args, (void)in;
+  out[0] = tp_emit_cast_to(b, tp_hlo_constant(b, out_meta->dtype, 0), out_meta);
+}

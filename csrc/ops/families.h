@@ -18,6 +18,8 @@ TP_DECLARE_OP(tp_infer_fill, tp_emit_fill)
 TP_DECLARE_OP(tp_infer_threshold_backward, tp_emit_threshold_backward)
 void tp_emit_relu(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out);
+void tp_emit_zero(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out);
 /* reduce.c */
 TP_DECLARE_OP(tp_infer_sum, tp_emit_sum)
 /* linalg.c */

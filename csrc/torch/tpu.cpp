@@ -340,7 +340,8 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 bool cpu_scalar_tensor(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
 
 // Converts one IValue; false means "not describable natively" (the call falls back).
-bool convert_arg(const c10::IValue& v, tp_eager_arg_t* a) {
+// |scalar_typed|: the schema says Scalar (a program input) rather than int/bool/float (attributes).
+bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
   std::memset(a, 0, sizeof(*a));
   a->arg.scalar_dtype = TP_DTYPE_INVALID;
   if (v.isNone()) {
@@ -367,7 +368,7 @@ bool convert_arg(const c10::IValue& v, tp_eager_arg_t* a) {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                   "devices, tpu:", static_cast<int>(g_current_device), " and ", t.device(), "!");
     }
-  } else if (v.isScalar()) {
+  } else if (v.isScalar() && scalar_typed) {
     c10::Scalar s = v.toScalar();
     a->arg.kind = TP_ARG_SCALAR;
     if (s.isBoolean()) {
@@ -404,7 +405,7 @@ bool convert_arg(const c10::IValue& v, tp_eager_arg_t* a) {
 }
 
 // How the table kernel treats each schema argument; computed once per kernel.
-enum ArgRole : uint8_t { kValue, kDtype, kIgnored };
+enum ArgRole : uint8_t { kValue, kScalar, kDtype, kIgnored };
 
 std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
   std::vector<ArgRole> roles;
@@ -415,6 +416,10 @@ std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
       roles.push_back(kIgnored);
     else if (n == "dtype")
       roles.push_back(kDtype);
+    else if (a.type()->kind() == c10::TypeKind::NumberType ||
+             (a.type()->kind() == c10::TypeKind::OptionalType &&
+              a.type()->containedType(0)->kind() == c10::TypeKind::NumberType))
+      roles.push_back(kScalar);
     else
       roles.push_back(kValue);
   }
@@ -441,7 +446,7 @@ struct TableKernel final : c10::OperatorKernel {
         std::memset(&eargs[i], 0, sizeof(eargs[i]));
         continue;
       }
-      native = convert_arg(args[i], &eargs[i]);
+      native = convert_arg(args[i], roles_[i] == kScalar, &eargs[i]);
       if (native && roles_[i] == kDtype && !args[i].isNone()) {
         eargs[i].arg.i = to_tp(args[i].toScalarType());
         native = eargs[i].arg.i != TP_DTYPE_INVALID;
