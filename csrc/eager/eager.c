@@ -677,17 +677,18 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   if (!g.client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
   TP_RETURN_IF_ERROR(check_bounds(src));
   size_t nbytes = (size_t)view_numel(src) * tp_dtype_size(src->dtype);
+  /* The lock keeps another thread from donating the buffer while it is read. */
   pthread_mutex_lock(&g_lock);
   void *buf = src->storage->buffer;
   bool direct = view_is_whole(src) && (!buf || src->storage->dtype == src->dtype);
-  pthread_mutex_unlock(&g_lock);
   if (direct) {
-    if (!buf) {
-      memset(data, 0, nbytes);
-      return NULL;
-    }
-    return tp_status_annotate(tp_buffer_to_host(g.client, buf, data, nbytes), "reading tpu tensor");
+    tp_status_t *st = NULL;
+    if (!buf) memset(data, 0, nbytes);
+    else st = tp_status_annotate(tp_buffer_to_host(g.client, buf, data, nbytes), "reading tpu tensor");
+    pthread_mutex_unlock(&g_lock);
+    return st;
   }
+  pthread_mutex_unlock(&g_lock);
   tp_storage_t *tmp = NULL;
   tp_view_t tv;
   TP_RETURN_IF_ERROR(temp_storage(src->storage->device, src->dtype, src, &tmp, &tv));
