@@ -1,7 +1,9 @@
 /* Eager executor: signature -> cached executable -> one PJRT execute. See eager.h. */
 #include "eager/eager.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,18 @@ static struct {
 } g;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Identifies this build of the program generator: the file holding this code, its size and
+ * modification time. Disk cache entries of another build are never loaded. */
+static void codegen_id(char *buf, size_t n) {
+  Dl_info info;
+  struct stat sb;
+  if (dladdr((void *)&codegen_id, &info) && info.dli_fname && stat(info.dli_fname, &sb) == 0)
+    snprintf(buf, n, "%s|%lld|%lld", info.dli_fname, (long long)sb.st_size,
+             (long long)sb.st_mtime);
+  else
+    snprintf(buf, n, "unknown-build");
+}
+
 tp_status_t *tp_eager_init(const char *plugin_path, const char *cache_dir, size_t cache_capacity,
                            char **out_warning) {
   if (out_warning) *out_warning = NULL;
@@ -23,7 +37,10 @@ tp_status_t *tp_eager_init(const char *plugin_path, const char *cache_dir, size_
   tp_client_t *client = NULL;
   TP_RETURN_IF_ERROR(tp_client_create(plugin_path, 1, &client));
   tp_exec_cache_t *cache = NULL;
-  tp_status_t *st = tp_exec_cache_create(client, cache_dir, cache_capacity, &cache, out_warning);
+  char id[1200];
+  codegen_id(id, sizeof(id));
+  tp_status_t *st = tp_exec_cache_create(client, cache_dir, cache_capacity, id, &cache,
+                                         out_warning);
   if (st) {
     tp_client_release(client);
     return st;
@@ -71,7 +88,7 @@ static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *
       break;
     }
     case TP_DTYPE_F16: {
-      _Float16 v = (_Float16)f;
+      _Float16 v = (_Float16)(float)f; /* through float, as PyTorch converts */
       memcpy(out, &v, 2);
       break;
     }
@@ -141,7 +158,7 @@ static tp_status_t *check_bounds(const tp_view_t *v) {
     else lo += v->strides[i] * (v->sizes[i] - 1);
   }
   if (lo < 0 || hi >= storage_elems(v->storage, v->dtype))
-    return tp_make_status(TP_OUT_OF_RANGE,
+    return tp_make_status(TP_INVALID_ARGUMENT,
                           "view [offset %lld, extent %lld] lies outside its storage of %zu bytes",
                           (long long)v->offset, (long long)(hi - lo + 1), v->storage->nbytes);
   return NULL;
@@ -484,6 +501,7 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
         break;
       case TP_ARG_INT: SIG_I64(sig, a->i); break;
       case TP_ARG_FLOAT: sig_put(sig, &a->f, sizeof(double)); break;
+      case TP_ARG_STR: sig_put(sig, a->s, sizeof(a->s)); break;
       case TP_ARG_INTS:
         SIG_I64(sig, a->n);
         sig_put(sig, a->ints, sizeof(int64_t) * (size_t)a->n);

@@ -250,8 +250,7 @@ static tp_hlo_value_t unary_generic(tp_hlo_builder_t *b, const char *name, tp_hl
                                     tp_dtype_t dtype, int ndim, const int64_t *dims) {
   if (!live(b, &x)) return bad_value();
   tp_hlo_value_t v = new_value(b, dtype, ndim, dims);
-  EMIT("    %%v%d = \"stablehlo.%s\"(%%v%d) : (%s) -> %s\n", v.id, name, x.id, ty(&x).s,
-       ty(&v).s);
+  EMIT("    %%v%d = \"%s\"(%%v%d) : (%s) -> %s\n", v.id, name, x.id, ty(&x).s, ty(&v).s);
   return v;
 }
 
@@ -262,12 +261,12 @@ tp_hlo_value_t tp_hlo_convert(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t 
     tp_hlo_value_t zero = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), x.ndim, x.dims);
     return tp_hlo_compare(b, TP_CMP_NE, x, zero);
   }
-  return unary_generic(b, "convert", x, to, x.ndim, x.dims);
+  return unary_generic(b, "stablehlo.convert", x, to, x.ndim, x.dims);
 }
 
 tp_hlo_value_t tp_hlo_bitcast(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to, int ndim,
                               const int64_t *dims) {
-  return unary_generic(b, "bitcast_convert", x, to, ndim, dims);
+  return unary_generic(b, "stablehlo.bitcast_convert", x, to, ndim, dims);
 }
 
 tp_hlo_value_t tp_hlo_reshape(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
@@ -281,7 +280,7 @@ tp_hlo_value_t tp_hlo_reshape(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
   }
   if (same) return x;
   if (!check(b, n == tp_hlo_numel(&x), "reshape changes the element count")) return bad_value();
-  return unary_generic(b, "reshape", x, x.dtype, ndim, dims);
+  return unary_generic(b, "stablehlo.reshape", x, x.dtype, ndim, dims);
 }
 
 tp_hlo_value_t tp_hlo_broadcast_in_dim(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
@@ -349,30 +348,40 @@ tp_hlo_value_t tp_hlo_transpose(tp_hlo_builder_t *b, tp_hlo_value_t x, const int
 }
 
 static const char *const kUnaryNames[] = {
-    [TP_HLO_NEG] = "negate",       [TP_HLO_ABS] = "abs",
-    [TP_HLO_EXP] = "exponential",  [TP_HLO_EXPM1] = "exponential_minus_one",
-    [TP_HLO_LOG] = "log",          [TP_HLO_LOG1P] = "log_plus_one",
-    [TP_HLO_SQRT] = "sqrt",        [TP_HLO_RSQRT] = "rsqrt",
-    [TP_HLO_CBRT] = "cbrt",        [TP_HLO_TANH] = "tanh",
-    [TP_HLO_LOGISTIC] = "logistic", [TP_HLO_SIN] = "sine",
-    [TP_HLO_COS] = "cosine",       [TP_HLO_TAN] = "tan",
-    [TP_HLO_FLOOR] = "floor",      [TP_HLO_CEIL] = "ceil",
-    [TP_HLO_ROUND_EVEN] = "round_nearest_even", [TP_HLO_SIGN] = "sign",
-    [TP_HLO_NOT] = "not",          [TP_HLO_IS_FINITE] = "is_finite",
+    [TP_HLO_NEG] = "stablehlo.negate",      [TP_HLO_ABS] = "stablehlo.abs",
+    [TP_HLO_EXP] = "stablehlo.exponential", [TP_HLO_EXPM1] = "stablehlo.exponential_minus_one",
+    [TP_HLO_LOG] = "stablehlo.log",         [TP_HLO_LOG1P] = "stablehlo.log_plus_one",
+    [TP_HLO_SQRT] = "stablehlo.sqrt",       [TP_HLO_RSQRT] = "stablehlo.rsqrt",
+    [TP_HLO_CBRT] = "stablehlo.cbrt",       [TP_HLO_TANH] = "stablehlo.tanh",
+    [TP_HLO_LOGISTIC] = "stablehlo.logistic", [TP_HLO_SIN] = "stablehlo.sine",
+    [TP_HLO_COS] = "stablehlo.cosine",      [TP_HLO_TAN] = "stablehlo.tan",
+    [TP_HLO_FLOOR] = "stablehlo.floor",     [TP_HLO_CEIL] = "stablehlo.ceil",
+    [TP_HLO_ROUND_EVEN] = "stablehlo.round_nearest_even", [TP_HLO_SIGN] = "stablehlo.sign",
+    [TP_HLO_NOT] = "stablehlo.not",         [TP_HLO_IS_FINITE] = "stablehlo.is_finite",
+    [TP_HLO_ASIN] = "chlo.asin",   [TP_HLO_ACOS] = "chlo.acos",   [TP_HLO_ATAN] = "chlo.atan",
+    [TP_HLO_SINH] = "chlo.sinh",   [TP_HLO_COSH] = "chlo.cosh",   [TP_HLO_ASINH] = "chlo.asinh",
+    [TP_HLO_ACOSH] = "chlo.acosh", [TP_HLO_ATANH] = "chlo.atanh", [TP_HLO_ERF] = "chlo.erf",
+    [TP_HLO_ERFC] = "chlo.erfc",   [TP_HLO_ERF_INV] = "chlo.erf_inv",
+    [TP_HLO_LGAMMA] = "chlo.lgamma", [TP_HLO_DIGAMMA] = "chlo.digamma",
+    [TP_HLO_IS_INF] = "chlo.is_inf", [TP_HLO_IS_POS_INF] = "chlo.is_pos_inf",
+    [TP_HLO_IS_NEG_INF] = "chlo.is_neg_inf",
 };
 
 tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x) {
-  tp_dtype_t out = op == TP_HLO_IS_FINITE ? TP_DTYPE_BOOL : x.dtype;
-  return unary_generic(b, kUnaryNames[op], x, out, x.ndim, x.dims);
+  bool to_bool = op == TP_HLO_IS_FINITE || op == TP_HLO_IS_INF || op == TP_HLO_IS_POS_INF ||
+                 op == TP_HLO_IS_NEG_INF;
+  return unary_generic(b, kUnaryNames[op], x, to_bool ? TP_DTYPE_BOOL : x.dtype, x.ndim, x.dims);
 }
 
 static const char *const kBinaryNames[] = {
-    [TP_HLO_ADD] = "add",      [TP_HLO_SUB] = "subtract",  [TP_HLO_MUL] = "multiply",
-    [TP_HLO_DIV] = "divide",   [TP_HLO_REM] = "remainder", [TP_HLO_MAX] = "maximum",
-    [TP_HLO_MIN] = "minimum",  [TP_HLO_POW] = "power",     [TP_HLO_AND] = "and",
-    [TP_HLO_OR] = "or",        [TP_HLO_XOR] = "xor",       [TP_HLO_ATAN2] = "atan2",
-    [TP_HLO_SHL] = "shift_left", [TP_HLO_SHR_A] = "shift_right_arithmetic",
-    [TP_HLO_SHR_L] = "shift_right_logical",
+    [TP_HLO_ADD] = "stablehlo.add",      [TP_HLO_SUB] = "stablehlo.subtract",
+    [TP_HLO_MUL] = "stablehlo.multiply", [TP_HLO_DIV] = "stablehlo.divide",
+    [TP_HLO_REM] = "stablehlo.remainder", [TP_HLO_MAX] = "stablehlo.maximum",
+    [TP_HLO_MIN] = "stablehlo.minimum",  [TP_HLO_POW] = "stablehlo.power",
+    [TP_HLO_AND] = "stablehlo.and",      [TP_HLO_OR] = "stablehlo.or",
+    [TP_HLO_XOR] = "stablehlo.xor",      [TP_HLO_ATAN2] = "stablehlo.atan2",
+    [TP_HLO_SHL] = "stablehlo.shift_left", [TP_HLO_SHR_A] = "stablehlo.shift_right_arithmetic",
+    [TP_HLO_SHR_L] = "stablehlo.shift_right_logical", [TP_HLO_NEXT_AFTER] = "chlo.next_after",
 };
 
 static bool same_type(const tp_hlo_value_t *x, const tp_hlo_value_t *y) {
@@ -387,7 +396,7 @@ tp_hlo_value_t tp_hlo_binary(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_val
   if (!live(b, &x) || !live(b, &y)) return bad_value();
   if (!check(b, same_type(&x, &y), "binary operands differ in type")) return bad_value();
   tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, x.dims);
-  EMIT("    %%v%d = \"stablehlo.%s\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", v.id, kBinaryNames[op],
+  EMIT("    %%v%d = \"%s\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", v.id, kBinaryNames[op],
        x.id, y.id, ty(&x).s, ty(&y).s, ty(&v).s);
   return v;
 }
@@ -468,7 +477,7 @@ static void emit_scalar_region(tp_hlo_builder_t *b, tp_dtype_t dtype, int op) {
     return;
   }
   int r = b->next_id++;
-  EMIT("        %%v%d = \"stablehlo.%s\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", r, kBinaryNames[op], a,
+  EMIT("        %%v%d = \"%s\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", r, kBinaryNames[op], a,
        c, s.s, s.s, s.s);
   EMIT("        \"stablehlo.return\"(%%v%d) : (%s) -> ()\n", r, s.s);
 }

@@ -1,6 +1,6 @@
-/* Elementwise family: unary and binary math, copy, fill, relu and its backward, plus the shared
- * broadcasting and type-promotion helpers. Half types compute in f32 and round once, as PyTorch's
- * CPU kernels do. */
+/* Elementwise family: unary, binary and ternary math, comparisons, copy, fill, relu's backward,
+ * plus the shared broadcasting and type-promotion helpers. Half types compute in f32 and round
+ * once, as PyTorch's CPU kernels do. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +21,7 @@ static void fmt_sizes(char *buf, size_t n, const tp_meta_t *m) {
 
 tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta_t *out) {
   int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-  out->ndim = nd;
+  tp_meta_t r = *a; /* |out| may alias |a| or |b| */
   for (int i = 0; i < nd; i++) {
     int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
     int64_t sa = ia >= 0 ? a->sizes[ia] : 1, sb = ib >= 0 ? b->sizes[ib] : 1;
@@ -34,8 +34,10 @@ tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta
                             "at non-singleton dimension %d (shapes %s and %s)",
                             (long long)sa, (long long)sb, i, x, y);
     }
-    out->sizes[i] = sa == 1 ? sb : sa;
+    r.sizes[i] = sa == 1 ? sb : sa;
   }
+  r.ndim = nd;
+  *out = r;
   return NULL;
 }
 
@@ -64,14 +66,9 @@ tp_dtype_t tp_result_type(const tp_op_arg_t *args, int n) {
     if (a->kind == TP_ARG_TENSOR && a->meta.ndim > 0) {
       dim = promote_opt(dim, a->meta.dtype);
     } else if (a->kind == TP_ARG_TENSOR || (a->kind == TP_ARG_SCALAR && !a->wrapped)) {
-      /* 0-dim tensors; an explicit Scalar argument promotes like a wrapped number. */
-      if (a->kind == TP_ARG_SCALAR) {
-        int c = category(a->meta.dtype);
-        wrapped = promote_opt(wrapped, c == 2 ? TP_DTYPE_F32 : c == 1 ? TP_DTYPE_I64 : TP_DTYPE_BOOL);
-      } else {
-        zero = promote_opt(zero, a->meta.dtype);
-      }
+      zero = promote_opt(zero, a->meta.dtype); /* 0-dim tensors, host ones included */
     } else if (a->kind == TP_ARG_SCALAR) {
+      /* Python numbers and Scalar arguments promote by category, at the default types. */
       int c = category(a->meta.dtype);
       wrapped = promote_opt(wrapped, c == 2 ? TP_DTYPE_F32 : c == 1 ? TP_DTYPE_I64 : TP_DTYPE_BOOL);
     }
@@ -79,7 +76,7 @@ tp_dtype_t tp_result_type(const tp_op_arg_t *args, int n) {
   return combine(dim, combine(zero, wrapped));
 }
 
-static tp_dtype_t math_dtype(tp_dtype_t t) {
+tp_dtype_t tp_math_dtype(tp_dtype_t t) {
   return t == TP_DTYPE_BF16 || t == TP_DTYPE_F16 ? TP_DTYPE_F32 : t;
 }
 
@@ -88,12 +85,15 @@ tp_hlo_value_t tp_emit_cast_to(tp_hlo_builder_t *b, tp_hlo_value_t v, const tp_m
   return tp_hlo_broadcast_to(b, v, meta->ndim, meta->sizes);
 }
 
-/* |v| converted to |dtype| and broadcast to |shape|'s sizes. */
-static tp_hlo_value_t cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
-                                 const tp_meta_t *shape) {
+tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
+                                  const tp_meta_t *shape) {
   tp_meta_t m = *shape;
   m.dtype = dtype;
   return tp_emit_cast_to(b, v, &m);
+}
+
+tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like) {
+  return tp_hlo_broadcast_to(b, tp_hlo_constant(b, like->dtype, value), like->ndim, like->dims);
 }
 
 static tp_status_t *need_tensor(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
@@ -103,72 +103,413 @@ static tp_status_t *need_tensor(const tp_op_def_t *op, const tp_op_arg_t *args, 
   return NULL;
 }
 
+static bool is_value(const tp_op_arg_t *a) {
+  return a->kind == TP_ARG_TENSOR || a->kind == TP_ARG_SCALAR;
+}
+
+/* Checks the dtype restrictions a row's flags state; |dt| is the computation dtype. */
+static tp_status_t *check_dtype_flags(const tp_op_def_t *op, tp_dtype_t dt) {
+  if ((op->flags & TP_OPF_INT_ONLY) && tp_dtype_is_float(dt))
+    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
+                          tp_dtype_name(dt));
+  if ((op->flags & TP_OPF_FLOAT_ONLY) && !tp_dtype_is_float(dt))
+    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
+                          tp_dtype_name(dt));
+  if ((op->flags & TP_OPF_NO_BOOL) && dt == TP_DTYPE_BOOL) {
+    if (op->infer == tp_infer_unary && op->code == TP_U_NEG)
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "Negation, the `-` operator, on a bool tensor is not supported. If "
+                            "you are trying to invert a mask, use the `~` or `logical_not()` "
+                            "operator instead.");
+    return tp_make_status(TP_UNIMPLEMENTED, "Boolean inputs not supported for %s", op->name);
+  }
+  return NULL;
+}
+
+/* ---- unary ---- */
+
 tp_status_t *tp_infer_unary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                             int *n_out) {
   TP_RETURN_IF_ERROR(need_tensor(op, args, n_args, 0));
+  TP_RETURN_IF_ERROR(check_dtype_flags(op, args[0].meta.dtype));
   out[0] = args[0].meta;
   if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(out[0].dtype))
     out[0].dtype = TP_DTYPE_F32;
-  if ((op->flags & TP_OPF_NO_BOOL) && args[0].meta.dtype == TP_DTYPE_BOOL)
-    return tp_make_status(TP_INVALID_ARGUMENT,
-                          "%s: not supported on bool tensors; use logical_not or ~ instead",
-                          op->name);
+  if (op->flags & TP_OPF_BOOL_RESULT) out[0].dtype = TP_DTYPE_BOOL;
   *n_out = 1;
   return NULL;
+}
+
+/* Sign bit of a float: the bits read as a signed integer are negative. */
+static tp_hlo_value_t signbit(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  if (!tp_dtype_is_float(x.dtype)) {
+    if (tp_dtype_is_unsigned(x.dtype))
+      return tp_hlo_convert(b, tp_emit_full_like(b, 0, &x), TP_DTYPE_BOOL);
+    return tp_hlo_compare(b, TP_CMP_LT, x, tp_emit_full_like(b, 0, &x));
+  }
+  tp_dtype_t it = x.dtype == TP_DTYPE_F64 ? TP_DTYPE_I64 : x.dtype == TP_DTYPE_F32 ? TP_DTYPE_I32
+                                                                                 : TP_DTYPE_I16;
+  tp_hlo_value_t bits = tp_hlo_bitcast(b, x, it, x.ndim, x.dims);
+  return tp_hlo_compare(b, TP_CMP_LT, bits, tp_emit_full_like(b, 0, &bits));
+}
+
+static tp_hlo_value_t is_nan(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  return tp_hlo_compare(b, TP_CMP_NE, x, x);
+}
+
+static tp_hlo_value_t trunc_value(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, x, tp_emit_full_like(b, 0, &x));
+  return tp_hlo_select(b, neg, tp_hlo_unary(b, TP_HLO_CEIL, x), tp_hlo_unary(b, TP_HLO_FLOOR, x));
+}
+
+static const tp_hlo_unary_t kDirectUnary[] = {
+    [TP_U_ABS] = TP_HLO_ABS,       [TP_U_NEG] = TP_HLO_NEG,       [TP_U_EXP] = TP_HLO_EXP,
+    [TP_U_EXPM1] = TP_HLO_EXPM1,   [TP_U_LOG] = TP_HLO_LOG,       [TP_U_LOG1P] = TP_HLO_LOG1P,
+    [TP_U_SQRT] = TP_HLO_SQRT,     [TP_U_RSQRT] = TP_HLO_RSQRT,   [TP_U_SIN] = TP_HLO_SIN,
+    [TP_U_COS] = TP_HLO_COS,       [TP_U_TAN] = TP_HLO_TAN,       [TP_U_ASIN] = TP_HLO_ASIN,
+    [TP_U_ACOS] = TP_HLO_ACOS,     [TP_U_ATAN] = TP_HLO_ATAN,     [TP_U_SINH] = TP_HLO_SINH,
+    [TP_U_COSH] = TP_HLO_COSH,     [TP_U_TANH] = TP_HLO_TANH,     [TP_U_ASINH] = TP_HLO_ASINH,
+    [TP_U_ACOSH] = TP_HLO_ACOSH,   [TP_U_ATANH] = TP_HLO_ATANH,   [TP_U_SIGMOID] = TP_HLO_LOGISTIC,
+    [TP_U_ERF] = TP_HLO_ERF,       [TP_U_ERFC] = TP_HLO_ERFC,     [TP_U_ERFINV] = TP_HLO_ERF_INV,
+    [TP_U_LGAMMA] = TP_HLO_LGAMMA, [TP_U_DIGAMMA] = TP_HLO_DIGAMMA, [TP_U_FLOOR] = TP_HLO_FLOOR,
+    [TP_U_CEIL] = TP_HLO_CEIL,     [TP_U_ROUND] = TP_HLO_ROUND_EVEN, [TP_U_SIGN] = TP_HLO_SIGN,
+    [TP_U_ISINF] = TP_HLO_IS_INF,  [TP_U_ISFINITE] = TP_HLO_IS_FINITE,
+    [TP_U_ISPOSINF] = TP_HLO_IS_POS_INF, [TP_U_ISNEGINF] = TP_HLO_IS_NEG_INF,
+    [TP_U_CBRT] = TP_HLO_CBRT,
+};
+
+static tp_hlo_value_t emit_unary_value(tp_hlo_builder_t *b, tp_unary_t code, tp_hlo_value_t x) {
+  bool fl = tp_dtype_is_float(x.dtype);
+  switch (code) {
+    case TP_U_EXP2:
+      return tp_hlo_binary(b, TP_HLO_POW, tp_emit_full_like(b, 2, &x), x);
+    case TP_U_LOG2:
+      return tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_LOG, x),
+                           tp_emit_full_like(b, 1.4426950408889634, &x));
+    case TP_U_LOG10:
+      return tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_LOG, x),
+                           tp_emit_full_like(b, 0.43429448190325176, &x));
+    case TP_U_RECIPROCAL:
+      return tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &x), x);
+    case TP_U_TRUNC:
+      return fl ? trunc_value(b, x) : x;
+    case TP_U_FLOOR: case TP_U_CEIL: case TP_U_ROUND:
+      return fl ? tp_hlo_unary(b, kDirectUnary[code], x) : x;
+    case TP_U_FRAC:
+      return tp_hlo_binary(b, TP_HLO_SUB, x, trunc_value(b, x));
+    case TP_U_SIGN:
+      if (x.dtype == TP_DTYPE_BOOL) return x;
+      if (tp_dtype_is_unsigned(x.dtype))
+        return tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, x, tp_emit_full_like(b, 0, &x)),
+                              x.dtype);
+      return tp_hlo_unary(b, TP_HLO_SIGN, x);
+    case TP_U_ABS:
+      return tp_dtype_is_unsigned(x.dtype) ? x : tp_hlo_unary(b, TP_HLO_ABS, x);
+    case TP_U_BITWISE_NOT:
+      return tp_hlo_unary(b, TP_HLO_NOT, x);
+    case TP_U_LOGICAL_NOT:
+      return tp_hlo_compare(b, TP_CMP_EQ, x, tp_emit_full_like(b, 0, &x));
+    case TP_U_ISNAN:
+      return fl ? is_nan(b, x) : tp_hlo_convert(b, tp_emit_full_like(b, 0, &x), TP_DTYPE_BOOL);
+    case TP_U_ISINF: case TP_U_ISPOSINF: case TP_U_ISNEGINF:
+      return fl ? tp_hlo_unary(b, kDirectUnary[code], x)
+                : tp_hlo_convert(b, tp_emit_full_like(b, 0, &x), TP_DTYPE_BOOL);
+    case TP_U_ISFINITE:
+      return fl ? tp_hlo_unary(b, TP_HLO_IS_FINITE, x)
+                : tp_hlo_convert(b, tp_emit_full_like(b, 1, &x), TP_DTYPE_BOOL);
+    case TP_U_SIGNBIT:
+      return signbit(b, x);
+    case TP_U_RELU: {
+      /* x > 0 ? x : 0, keeping NaN as PyTorch does. */
+      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GT, x, zero);
+      if (fl) keep = tp_hlo_binary(b, TP_HLO_OR, keep, is_nan(b, x));
+      return tp_hlo_select(b, keep, x, zero);
+    }
+    case TP_U_ZERO:
+      return tp_emit_full_like(b, 0, &x);
+    case TP_U_SILU:
+      return tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_unary(b, TP_HLO_LOGISTIC, x));
+    case TP_U_DIGAMMA: {
+      /* PyTorch defines digamma(0) = -inf. */
+      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, zero),
+                           tp_emit_full_like(b, -__builtin_inf(), &x),
+                           tp_hlo_unary(b, TP_HLO_DIGAMMA, x));
+    }
+    default:
+      return tp_hlo_unary(b, kDirectUnary[code], x);
+  }
 }
 
 void tp_emit_unary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                    int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                    tp_hlo_value_t *out) {
   (void)args, (void)n_args;
-  tp_dtype_t md = math_dtype(out_meta->dtype);
-  tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
-  out[0] = tp_hlo_convert(b, tp_hlo_unary(b, (tp_hlo_unary_t)op->code, x), out_meta->dtype);
+  tp_dtype_t dt = (op->flags & TP_OPF_BOOL_RESULT) ? in[0].dtype : out_meta->dtype;
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(dt));
+  out[0] = tp_hlo_convert(b, emit_unary_value(b, (tp_unary_t)op->code, x), out_meta->dtype);
+}
+
+/* ---- binary ---- */
+
+/* The dtype the binary op computes in (before any bool result). */
+static tp_dtype_t binary_compute_dtype(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args) {
+  tp_dtype_t rt = tp_result_type(args, 2);
+  bool has_mode = n_args > 2 && args[2].kind == TP_ARG_STR;
+  if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(rt) && !has_mode) rt = TP_DTYPE_F32;
+  return rt;
 }
 
 tp_status_t *tp_infer_binary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                              int *n_out) {
-  TP_RETURN_IF_ERROR(need_tensor(op, args, n_args, 0));
-  if (n_args < 2 || (args[1].kind != TP_ARG_TENSOR && args[1].kind != TP_ARG_SCALAR))
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: second argument must be a tensor or number",
+  if (n_args < 2 || !is_value(&args[0]) || !is_value(&args[1]) ||
+      (args[0].kind != TP_ARG_TENSOR && args[1].kind != TP_ARG_TENSOR))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected a tensor and a tensor or number",
                           op->name);
-  tp_meta_t shape = args[0].meta;
-  if (args[1].kind == TP_ARG_TENSOR)
+  tp_meta_t shape = args[0].kind == TP_ARG_TENSOR ? args[0].meta : args[1].meta;
+  if (args[0].kind == TP_ARG_TENSOR && args[1].kind == TP_ARG_TENSOR)
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
-  tp_dtype_t rt = tp_result_type(args, 2);
-  if ((op->flags & TP_OPF_NO_BOOL) && args[0].meta.dtype == TP_DTYPE_BOOL &&
+  tp_dtype_t rt = binary_compute_dtype(op, args, n_args);
+  if (op->code == TP_B_SUB && args[0].meta.dtype == TP_DTYPE_BOOL &&
       args[1].meta.dtype == TP_DTYPE_BOOL)
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "Subtraction, the `-` operator, with two bool tensors is not supported. "
                           "Use the `^` or `logical_xor()` operator instead.");
-  if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(rt)) rt = TP_DTYPE_F32;
+  if (op->code == TP_B_SUB && (args[0].meta.dtype == TP_DTYPE_BOOL ||
+                               args[1].meta.dtype == TP_DTYPE_BOOL))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Subtraction, the `-` operator, with a bool tensor is not supported. If "
+                          "you are trying to invert a mask, use the `~` or `logical_not()` "
+                          "operator instead.");
+  if (op->code != TP_B_SUB) TP_RETURN_IF_ERROR(check_dtype_flags(op, rt));
+  if (n_args > 2 && args[2].kind == TP_ARG_STR) {
+    if (strcmp(args[2].s, "trunc") != 0 && strcmp(args[2].s, "floor") != 0)
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                            "found '%s'", args[2].s);
+  }
   if ((op->flags & TP_OPF_ALPHA) && n_args > 2 && args[2].kind == TP_ARG_SCALAR) {
     if (!tp_dtype_is_float(rt) && tp_dtype_is_float(args[2].meta.dtype))
       return tp_make_status(TP_INVALID_ARGUMENT,
                             "For integral input tensors, argument alpha must not be a floating "
                             "point number.");
-    args[2].scalar_dtype = math_dtype(rt);
+    args[2].scalar_dtype = tp_math_dtype(rt);
   }
-  if (args[1].kind == TP_ARG_SCALAR) args[1].scalar_dtype = math_dtype(rt);
+  for (int i = 0; i < 2; i++)
+    if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = tp_math_dtype(rt);
+  shape.dtype = (op->flags & TP_OPF_BOOL_RESULT) ? TP_DTYPE_BOOL : rt;
+  out[0] = shape;
+  *n_out = 1;
+  return NULL;
+}
+
+/* Python-style remainder: the result takes the divisor's sign. */
+static tp_hlo_value_t py_remainder(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_REM, x, y);
+  if (tp_dtype_is_unsigned(x.dtype)) return r;
+  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &r);
+  tp_hlo_value_t fix = tp_hlo_binary(
+      b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, r, zero),
+      tp_hlo_compare(b, TP_CMP_NE, tp_hlo_compare(b, TP_CMP_LT, r, zero),
+                     tp_hlo_compare(b, TP_CMP_LT, y, zero)));
+  return tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_ADD, r, y), r);
+}
+
+/* Floor division: floor(x / y) for floats; for integers the truncated quotient, minus one when
+ * the remainder is non-zero and the signs differ. */
+static tp_hlo_value_t floor_div(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  tp_hlo_value_t q = tp_hlo_binary(b, TP_HLO_DIV, x, y);
+  if (tp_dtype_is_float(x.dtype)) return tp_hlo_unary(b, TP_HLO_FLOOR, q);
+  if (tp_dtype_is_unsigned(x.dtype)) return q;
+  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &q);
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_REM, x, y);
+  tp_hlo_value_t fix = tp_hlo_binary(
+      b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, r, zero),
+      tp_hlo_compare(b, TP_CMP_NE, tp_hlo_compare(b, TP_CMP_LT, x, zero),
+                     tp_hlo_compare(b, TP_CMP_LT, y, zero)));
+  return tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_emit_full_like(b, 1, &q)), q);
+}
+
+static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, tp_hlo_value_t x,
+                                        tp_hlo_value_t y, const char *mode) {
+  bool bl = x.dtype == TP_DTYPE_BOOL, fl = tp_dtype_is_float(x.dtype);
+  switch (code) {
+    case TP_B_ADD: return tp_hlo_binary(b, bl ? TP_HLO_OR : TP_HLO_ADD, x, y);
+    case TP_B_SUB: return tp_hlo_binary(b, TP_HLO_SUB, x, y);
+    case TP_B_MUL: return tp_hlo_binary(b, bl ? TP_HLO_AND : TP_HLO_MUL, x, y);
+    case TP_B_DIV:
+      if (mode && strcmp(mode, "floor") == 0) return floor_div(b, x, y);
+      if (mode && fl) return trunc_value(b, tp_hlo_binary(b, TP_HLO_DIV, x, y));
+      return tp_hlo_binary(b, TP_HLO_DIV, x, y);
+    case TP_B_FLOOR_DIVIDE: return floor_div(b, x, y);
+    case TP_B_REMAINDER: return py_remainder(b, x, y);
+    case TP_B_FMOD: return tp_hlo_binary(b, TP_HLO_REM, x, y);
+    case TP_B_POW: return tp_hlo_binary(b, TP_HLO_POW, x, y);
+    case TP_B_ATAN2: return tp_hlo_binary(b, TP_HLO_ATAN2, x, y);
+    case TP_B_MAXIMUM: case TP_B_MINIMUM: {
+      tp_hlo_value_t m = tp_hlo_binary(b, code == TP_B_MAXIMUM ? (bl ? TP_HLO_OR : TP_HLO_MAX)
+                                                               : (bl ? TP_HLO_AND : TP_HLO_MIN),
+                                       x, y);
+      /* NaN in either operand wins, as on CPU. */
+      return fl ? tp_hlo_select(b, is_nan(b, x), x, tp_hlo_select(b, is_nan(b, y), y, m)) : m;
+    }
+    case TP_B_FMAX: case TP_B_FMIN: {
+      tp_hlo_value_t m = tp_hlo_binary(b, code == TP_B_FMAX ? (bl ? TP_HLO_OR : TP_HLO_MAX)
+                                                            : (bl ? TP_HLO_AND : TP_HLO_MIN),
+                                       x, y);
+      if (!fl) return m;
+      return tp_hlo_select(b, is_nan(b, x), y, tp_hlo_select(b, is_nan(b, y), x, m));
+    }
+    case TP_B_HYPOT:
+      return tp_hlo_unary(b, TP_HLO_SQRT,
+                          tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, x, x),
+                                        tp_hlo_binary(b, TP_HLO_MUL, y, y)));
+    case TP_B_COPYSIGN: {
+      tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, x);
+      return tp_hlo_select(b, signbit(b, y), tp_hlo_unary(b, TP_HLO_NEG, a), a);
+    }
+    case TP_B_BITAND: return tp_hlo_binary(b, TP_HLO_AND, x, y);
+    case TP_B_BITOR: return tp_hlo_binary(b, TP_HLO_OR, x, y);
+    case TP_B_BITXOR: return tp_hlo_binary(b, TP_HLO_XOR, x, y);
+    case TP_B_LOGICAL_AND: case TP_B_LOGICAL_OR: case TP_B_LOGICAL_XOR: {
+      tp_hlo_value_t bx = tp_hlo_convert(b, x, TP_DTYPE_BOOL), by = tp_hlo_convert(b, y, TP_DTYPE_BOOL);
+      tp_hlo_binary_t h = code == TP_B_LOGICAL_AND ? TP_HLO_AND
+                          : code == TP_B_LOGICAL_OR ? TP_HLO_OR : TP_HLO_XOR;
+      return tp_hlo_binary(b, h, bx, by);
+    }
+    case TP_B_EQ: return tp_hlo_compare(b, TP_CMP_EQ, x, y);
+    case TP_B_NE: return tp_hlo_compare(b, TP_CMP_NE, x, y);
+    case TP_B_LT: return tp_hlo_compare(b, TP_CMP_LT, x, y);
+    case TP_B_LE: return tp_hlo_compare(b, TP_CMP_LE, x, y);
+    case TP_B_GT: return tp_hlo_compare(b, TP_CMP_GT, x, y);
+    case TP_B_GE: return tp_hlo_compare(b, TP_CMP_GE, x, y);
+    case TP_B_XLOGY: {
+      tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_unary(b, TP_HLO_LOG, y));
+      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t xz = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, x, zero),
+                                        tp_hlo_unary(b, TP_HLO_NOT, is_nan(b, y)));
+      return tp_hlo_select(b, xz, zero, r);
+    }
+    case TP_B_NEXTAFTER: return tp_hlo_binary(b, TP_HLO_NEXT_AFTER, x, y);
+  }
+  return x;
+}
+
+void tp_emit_binary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                    int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                    tp_hlo_value_t *out) {
+  tp_dtype_t ct = binary_compute_dtype(op, args, n_args);
+  /* Comparisons and exact integer ops compute in the promoted type itself; float math in f32
+   * for half types. nextafter must stay in its own type. */
+  tp_dtype_t md = (op->flags & TP_OPF_BOOL_RESULT) || op->code == TP_B_NEXTAFTER
+                      ? ct : tp_math_dtype(ct);
+  tp_hlo_value_t x = tp_emit_cast_shape(b, in[0], md, out_meta);
+  tp_hlo_value_t y = tp_emit_cast_shape(b, in[1], md, out_meta);
+  if ((op->flags & TP_OPF_ALPHA) && n_args > 2 && args[2].kind == TP_ARG_SCALAR)
+    y = tp_hlo_binary(b, md == TP_DTYPE_BOOL ? TP_HLO_AND : TP_HLO_MUL, y,
+                      tp_emit_cast_shape(b, in[2], md, out_meta));
+  const char *mode = n_args > 2 && args[2].kind == TP_ARG_STR ? args[2].s : NULL;
+  out[0] = tp_hlo_convert(b, emit_binary_value(b, (tp_binary_t)op->code, x, y, mode),
+                          out_meta->dtype);
+}
+
+/* ---- ternary: where, clamp, addcmul, addcdiv, lerp ---- */
+
+tp_status_t *tp_infer_ternary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                              tp_meta_t *out, int *n_out) {
+  int n = n_args < 3 ? n_args : 3;
+  bool where = op->code == TP_T_WHERE;
+  if (where && (args[0].kind != TP_ARG_TENSOR || args[0].meta.dtype != TP_DTYPE_BOOL))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "where expected condition to be a boolean tensor, but got a tensor "
+                          "with dtype %s", tp_dtype_name(args[0].meta.dtype));
+  tp_meta_t shape = {0};
+  bool any = false;
+  for (int i = 0; i < n; i++) {
+    if (args[i].kind != TP_ARG_TENSOR) continue;
+    if (!any) shape = args[i].meta;
+    else TP_RETURN_IF_ERROR(tp_broadcast_shapes(&shape, &args[i].meta, &shape));
+    any = true;
+  }
+  if (!any) return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected a tensor", op->name);
+  if ((op->code == TP_T_CLAMP) && args[1].kind == TP_ARG_NONE && args[2].kind == TP_ARG_NONE)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "torch.clamp: At least one of 'min' or 'max' must not be None");
+  /* The result type: over the value operands (not where's condition, not lerp's weight). */
+  int first = where ? 1 : 0, last = op->code == TP_T_LERP ? 2 : n;
+  tp_op_arg_t vals[3];
+  int nv = 0;
+  for (int i = first; i < last; i++)
+    if (is_value(&args[i])) vals[nv++] = args[i];
+  tp_dtype_t rt = tp_result_type(vals, nv);
+  if (op->code == TP_T_ADDCDIV && !tp_dtype_is_float(rt))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Integer division with addcdiv is no longer supported, and in a future "
+                          "release addcdiv will perform a true division of tensor1 and tensor2.");
+  tp_dtype_t md = where ? rt : tp_math_dtype(rt);
+  for (int i = 0; i < n_args; i++)
+    if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = md;
   shape.dtype = rt;
   out[0] = shape;
   *n_out = 1;
   return NULL;
 }
 
-void tp_emit_binary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
-                    int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
-                    tp_hlo_value_t *out) {
-  tp_dtype_t md = math_dtype(out_meta->dtype);
-  tp_hlo_value_t x = cast_shape(b, in[0], md, out_meta);
-  tp_hlo_value_t y = cast_shape(b, in[1], md, out_meta);
-  if ((op->flags & TP_OPF_ALPHA) && n_args > 2 && args[2].kind == TP_ARG_SCALAR)
-    y = tp_hlo_binary(b, TP_HLO_MUL, y, cast_shape(b, in[2], md, out_meta));
-  tp_hlo_binary_t code = (tp_hlo_binary_t)op->code;
-  if (md == TP_DTYPE_BOOL && code == TP_HLO_ADD) code = TP_HLO_OR;
-  if (md == TP_DTYPE_BOOL && code == TP_HLO_MUL) code = TP_HLO_AND;
-  out[0] = tp_hlo_convert(b, tp_hlo_binary(b, code, x, y), out_meta->dtype);
+void tp_emit_ternary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                     tp_hlo_value_t *out) {
+  bool where = op->code == TP_T_WHERE;
+  tp_dtype_t md = where ? out_meta->dtype : tp_math_dtype(out_meta->dtype);
+  tp_hlo_value_t v[4];
+  for (int i = 0; i < n_args && i < 4; i++)
+    if (is_value(&args[i]))
+      v[i] = tp_emit_cast_shape(b, in[i], (where && i == 0) ? TP_DTYPE_BOOL : md, out_meta);
+  tp_hlo_value_t r;
+  switch ((tp_ternary_t)op->code) {
+    case TP_T_WHERE: r = tp_hlo_select(b, v[0], v[1], v[2]); break;
+    case TP_T_CLAMP: case TP_T_CLAMP_MIN: case TP_T_CLAMP_MAX: {
+      r = v[0];
+      int lo = op->code == TP_T_CLAMP_MAX ? -1 : 1;
+      int hi = op->code == TP_T_CLAMP ? 2 : op->code == TP_T_CLAMP_MAX ? 1 : -1;
+      if (lo > 0 && is_value(&args[lo])) r = tp_hlo_binary(b, TP_HLO_MAX, r, v[lo]);
+      if (hi > 0 && hi < n_args && is_value(&args[hi])) r = tp_hlo_binary(b, TP_HLO_MIN, r, v[hi]);
+      if (md == TP_DTYPE_BOOL) break;
+      /* A NaN bound makes the result NaN, as on CPU. */
+      if (tp_dtype_is_float(md)) {
+        if (lo > 0 && is_value(&args[lo])) r = tp_hlo_select(b, is_nan(b, v[lo]), v[lo], r);
+        if (hi > 0 && hi < n_args && is_value(&args[hi]))
+          r = tp_hlo_select(b, is_nan(b, v[hi]), v[hi], r);
+      }
+      break;
+    }
+    case TP_T_ADDCMUL: case TP_T_ADDCDIV: {
+      tp_hlo_value_t t = tp_hlo_binary(b, op->code == TP_T_ADDCMUL ? TP_HLO_MUL : TP_HLO_DIV, v[1],
+                                       v[2]);
+      if (n_args > 3 && args[3].kind == TP_ARG_SCALAR)
+        t = tp_hlo_binary(b, TP_HLO_MUL, t, tp_emit_cast_shape(b, in[3], md, out_meta));
+      r = tp_hlo_binary(b, TP_HLO_ADD, v[0], t);
+      break;
+    }
+    case TP_T_LERP: {
+      /* weight < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w) */
+      tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, v[1], v[0]);
+      tp_hlo_value_t w = v[2];
+      tp_hlo_value_t one = tp_emit_full_like(b, 1, &w);
+      tp_hlo_value_t small = tp_hlo_compare(b, TP_CMP_LT, tp_hlo_unary(b, TP_HLO_ABS, w),
+                                            tp_emit_full_like(b, 0.5, &w));
+      r = tp_hlo_select(b, small, tp_hlo_binary(b, TP_HLO_ADD, v[0], tp_hlo_binary(b, TP_HLO_MUL, w, d)),
+                        tp_hlo_binary(b, TP_HLO_SUB, v[1],
+                                      tp_hlo_binary(b, TP_HLO_MUL, d,
+                                                    tp_hlo_binary(b, TP_HLO_SUB, one, w))));
+      break;
+    }
+    default: r = v[0];
+  }
+  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
 }
+
+/* ---- copy, fill, relu's backward ---- */
 
 tp_status_t *tp_infer_copy(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                            int *n_out) {
@@ -208,16 +549,6 @@ void tp_emit_fill(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
   out[0] = tp_emit_cast_to(b, in[1], out_meta);
 }
 
-void tp_emit_relu(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  (void)op, (void)args, (void)n_args;
-  tp_hlo_value_t zero = cast_shape(b, tp_hlo_constant(b, in[0].dtype, 0), in[0].dtype, out_meta);
-  /* select keeps NaN (max would too, but select matches PyTorch's x > 0 ? x : 0 exactly). */
-  tp_hlo_value_t pos = tp_hlo_compare(b, TP_CMP_GT, in[0], zero);
-  tp_hlo_value_t nan = tp_hlo_compare(b, TP_CMP_NE, in[0], in[0]);
-  out[0] = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, pos, nan), in[0], zero);
-}
-
 tp_status_t *tp_infer_threshold_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                          tp_meta_t *out, int *n_out) {
   TP_RETURN_IF_ERROR(need_tensor(op, args, n_args, 0));
@@ -227,7 +558,7 @@ tp_status_t *tp_infer_threshold_backward(const tp_op_def_t *op, tp_op_arg_t *arg
   tp_meta_t shape;
   TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   shape.dtype = tp_result_type(args, 2);
-  args[2].scalar_dtype = math_dtype(shape.dtype);
+  args[2].scalar_dtype = tp_math_dtype(shape.dtype);
   out[0] = shape;
   *n_out = 1;
   return NULL;
@@ -237,17 +568,11 @@ void tp_emit_threshold_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
                                 const tp_op_arg_t *args, int n_args, const tp_hlo_value_t *in,
                                 const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   (void)op, (void)args, (void)n_args;
-  tp_dtype_t md = math_dtype(out_meta->dtype);
-  tp_hlo_value_t g = cast_shape(b, in[0], md, out_meta);
-  tp_hlo_value_t x = cast_shape(b, in[1], md, out_meta);
-  tp_hlo_value_t t = cast_shape(b, in[2], md, out_meta);
-  tp_hlo_value_t zero = cast_shape(b, tp_hlo_constant(b, md, 0), md, out_meta);
+  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
+  tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, out_meta);
+  tp_hlo_value_t x = tp_emit_cast_shape(b, in[1], md, out_meta);
+  tp_hlo_value_t t = tp_emit_cast_shape(b, in[2], md, out_meta);
   tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GT, x, t);
-  out[0] = tp_hlo_convert(b, tp_hlo_select(b, keep, g, zero), out_meta->dtype);
-}
-
-void tp_emit_zero(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  (void)op, (void)args, (void)n_args, (void)in;
-  out[0] = tp_emit_cast_to(b, tp_hlo_constant(b, out_meta->dtype, 0), out_meta);
+  out[0] = tp_hlo_convert(b, tp_hlo_select(b, keep, g, tp_emit_full_like(b, 0, &g)),
+                          out_meta->dtype);
 }

@@ -1,29 +1,60 @@
-/* Infer and emit functions of every op family, as op_table.def names them. Private to ops/. */
+/* Infer and emit functions of every op family, as op_table.def names them, and the family codes
+ * the table's `code` column holds. Private to ops/. */
 #ifndef TP_OPS_FAMILIES_H_
 #define TP_OPS_FAMILIES_H_
 
 #include "ops/op.h"
 
-#define TP_DECLARE_OP(infer, emit)                                                          \
+/* Unary family: what the `code` column of a TP_OP_UNARY row means. */
+typedef enum {
+  TP_U_ABS, TP_U_NEG, TP_U_EXP, TP_U_EXP2, TP_U_EXPM1, TP_U_LOG, TP_U_LOG2, TP_U_LOG10,
+  TP_U_LOG1P, TP_U_SQRT, TP_U_RSQRT, TP_U_SIN, TP_U_COS, TP_U_TAN, TP_U_ASIN, TP_U_ACOS,
+  TP_U_ATAN, TP_U_SINH, TP_U_COSH, TP_U_TANH, TP_U_ASINH, TP_U_ACOSH, TP_U_ATANH, TP_U_SIGMOID,
+  TP_U_ERF, TP_U_ERFC, TP_U_ERFINV, TP_U_LGAMMA, TP_U_DIGAMMA, TP_U_RECIPROCAL, TP_U_FLOOR,
+  TP_U_CEIL, TP_U_ROUND, TP_U_TRUNC, TP_U_FRAC, TP_U_SIGN, TP_U_BITWISE_NOT, TP_U_LOGICAL_NOT,
+  TP_U_ISNAN, TP_U_ISINF, TP_U_ISFINITE, TP_U_ISPOSINF, TP_U_ISNEGINF, TP_U_SIGNBIT, TP_U_RELU,
+  TP_U_ZERO, TP_U_SILU, TP_U_CBRT,
+} tp_unary_t;
+
+/* Binary family codes. */
+typedef enum {
+  TP_B_ADD, TP_B_SUB, TP_B_MUL, TP_B_DIV, TP_B_REMAINDER, TP_B_FMOD, TP_B_POW, TP_B_ATAN2,
+  TP_B_MAXIMUM, TP_B_MINIMUM, TP_B_FMAX, TP_B_FMIN, TP_B_HYPOT, TP_B_COPYSIGN,
+  TP_B_FLOOR_DIVIDE, TP_B_BITAND, TP_B_BITOR, TP_B_BITXOR, TP_B_LOGICAL_AND, TP_B_LOGICAL_OR,
+  TP_B_LOGICAL_XOR, TP_B_EQ, TP_B_NE, TP_B_LT, TP_B_LE, TP_B_GT, TP_B_GE, TP_B_XLOGY,
+  TP_B_NEXTAFTER,
+} tp_binary_t;
+
+/* Ternary family codes (TP_OP rows with tp_infer_ternary). */
+typedef enum {
+  TP_T_WHERE, TP_T_CLAMP, TP_T_CLAMP_MIN, TP_T_CLAMP_MAX, TP_T_ADDCMUL, TP_T_ADDCDIV, TP_T_LERP,
+} tp_ternary_t;
+
+#define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \
-                     int *n_out);                                                           \
+                     int *n_out);
+#define TP_DECLARE_EMIT(emit)                                                                \
   void emit(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args, \
             const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out);
+#define TP_DECLARE_OP(infer, emit) TP_DECLARE_INFER(infer) TP_DECLARE_EMIT(emit)
 
 /* elementwise.c */
 TP_DECLARE_OP(tp_infer_unary, tp_emit_unary)
 TP_DECLARE_OP(tp_infer_binary, tp_emit_binary)
+TP_DECLARE_OP(tp_infer_ternary, tp_emit_ternary)
 TP_DECLARE_OP(tp_infer_copy, tp_emit_copy)
 TP_DECLARE_OP(tp_infer_fill, tp_emit_fill)
 TP_DECLARE_OP(tp_infer_threshold_backward, tp_emit_threshold_backward)
-void tp_emit_relu(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out);
-void tp_emit_zero(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out);
 /* reduce.c */
 TP_DECLARE_OP(tp_infer_sum, tp_emit_sum)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
+
+/* Shared by the families' emitters. */
+tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */
+tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
+                                  const tp_meta_t *shape);
+tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like);
 
 #endif

@@ -24,6 +24,7 @@ typedef enum {
   TP_ARG_INT,       /* int / SymInt / ScalarType (as tp_dtype_t) / bool attribute */
   TP_ARG_INTS,      /* int[] attribute */
   TP_ARG_FLOAT,     /* float attribute (part of the program) */
+  TP_ARG_STR,       /* short string attribute (rounding_mode, approximate, ...) */
 } tp_arg_kind_t;
 
 /* Logical shape and element type. */
@@ -41,6 +42,7 @@ typedef struct {
   double f;            /* FLOAT value */
   int n;               /* INTS length */
   int64_t ints[TP_MAX_DIMS];
+  char s[16];          /* STR value, NUL-terminated */
   tp_dtype_t scalar_dtype; /* SCALAR: the type its program input takes; set by infer */
 } tp_op_arg_t;
 
@@ -64,7 +66,9 @@ enum {
   TP_OPF_ALPHA = 1 << 0,        /* third argument scales the second (add/sub) */
   TP_OPF_FLOAT_RESULT = 1 << 1, /* integer inputs promote to the default float (div, exp, ...) */
   TP_OPF_NO_BOOL = 1 << 2,      /* rejects bool inputs (sub, neg) */
-  TP_OPF_SUB = 1 << 3,          /* reverse alpha semantic for sub: x - alpha*y */
+  TP_OPF_BOOL_RESULT = 1 << 3,  /* result is bool (comparisons, isnan, logical_*) */
+  TP_OPF_INT_ONLY = 1 << 4,     /* integral and bool inputs only (bitwise ops) */
+  TP_OPF_FLOAT_ONLY = 1 << 5,   /* floating inputs only */
 };
 
 struct tp_op_def {
@@ -73,7 +77,7 @@ struct tp_op_def {
   const char *out;      /* "add.out" or NULL */
   tp_op_infer_fn infer;
   tp_op_emit_fn emit;
-  int code;             /* family parameter: a tp_hlo_binary_t / tp_hlo_unary_t / ... */
+  int code;             /* family parameter: a tp_unary_t / tp_binary_t (families.h) */
   unsigned flags;
 };
 

@@ -14,7 +14,7 @@ static tp_status_t *reduce_dims(const tp_op_arg_t *self, const tp_op_arg_t *dim,
     int64_t d = dim->kind == TP_ARG_INTS ? dim->ints[k] : dim->i;
     int64_t lim = nd ? nd : 1;
     if (d < -lim || d >= lim)
-      return tp_make_status(TP_INVALID_ARGUMENT,
+      return tp_make_status(TP_OUT_OF_RANGE,
                             "Dimension out of range (expected to be in range of [%lld, %lld], "
                             "but got %lld)", (long long)-lim, (long long)lim - 1, (long long)d);
     if (d < 0) d += lim;

@@ -89,7 +89,8 @@ static char *check_dir(const char *dir, char **out_warning) {
 }
 
 tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, size_t capacity,
-                                  tp_exec_cache_t **out_cache, char **out_warning) {
+                                  const char *codegen_id, tp_exec_cache_t **out_cache,
+                                  char **out_warning) {
   *out_cache = NULL;
   if (out_warning) *out_warning = NULL;
   tp_exec_cache_t *c = calloc(1, sizeof(*c));
@@ -108,12 +109,13 @@ tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, siz
   const char *path = tp_client_plugin_path(client);
   int major, minor;
   tp_client_api_version(client, &major, &minor);
-  char id[1400];
+  char id[2400];
   if (stat(path, &sb) == 0)
-    snprintf(id, sizeof(id), "%s|%lld|%lld|%d.%d|%s", path, (long long)sb.st_size,
-             (long long)sb.st_mtime, major, minor, tp_client_platform_version(client));
+    snprintf(id, sizeof(id), "%s|%lld|%lld|%d.%d|%s|%s", path, (long long)sb.st_size,
+             (long long)sb.st_mtime, major, minor, tp_client_platform_version(client),
+             codegen_id ? codegen_id : "");
   else
-    snprintf(id, sizeof(id), "%s|%d.%d", path, major, minor);
+    snprintf(id, sizeof(id), "%s|%d.%d|%s", path, major, minor, codegen_id ? codegen_id : "");
   c->identity = strdup(id);
   *out_cache = c;
   return NULL;

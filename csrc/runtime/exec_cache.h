@@ -20,10 +20,13 @@ extern "C" {
 typedef struct tp_exec_cache tp_exec_cache_t;
 
 /* |disk_dir| NULL or "" disables the disk cache. |capacity| bounds the in-memory entries.
+ * |codegen_id| names the program generator (the build of the code that emits programs), so a
+ * rebuilt library never loads programs an older build emitted for the same signature.
  * A disk directory that cannot be used is not an error: the cache runs memory-only and
  * *out_warning (caller owns, may be NULL) says why. Retains |client|. */
 tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, size_t capacity,
-                                  tp_exec_cache_t **out_cache, char **out_warning);
+                                  const char *codegen_id, tp_exec_cache_t **out_cache,
+                                  char **out_warning);
 void tp_exec_cache_free(tp_exec_cache_t *cache);
 
 /* 64-bit FNV-1a; the cache's and the signature's hash. */

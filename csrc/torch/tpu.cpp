@@ -4,6 +4,7 @@
 // (allocator, device guard, hooks, generator, views, copies). C statuses become exceptions here.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/CPUFallback.h>
@@ -39,8 +40,9 @@ using c10::DeviceType;
   tp_status_free(st);
   if (code == TP_RESOURCE_EXHAUSTED && msg.find("out of memory") != std::string::npos)
     throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
+  // The exception types PyTorch's CPU kernels raise for the same mistakes.
   if (code == TP_UNIMPLEMENTED) TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
-  if (code == TP_INVALID_ARGUMENT || code == TP_OUT_OF_RANGE) TORCH_CHECK_VALUE(false, msg);
+  if (code == TP_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
   TORCH_CHECK(false, msg);
 }
 
@@ -320,8 +322,8 @@ std::string op_name(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? base : base + "." + n.overload_name;
 }
 
-void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::string name = op_name(op);
+// Every CPU fallback goes through here: strict mode, counting, one warning per op.
+void note_fallback(const std::string& name) {
   TORCH_CHECK(!g_strict.load(), "tpu strict mode: '", name,
               "' has no native tpu lowering and would fall back to CPU");
   bool first;
@@ -332,7 +334,39 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (first && g_warn.load())
     TORCH_WARN("tpu: '", name, "' has no native lowering; it runs on CPU (counted in "
                "torch_pjrt.fallback_report())");
+}
+
+void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_fallback(op_name(op));
   at::native::cpu_fallback(op, stack);
+}
+
+// Convolution reaches a non-CPU backend as convolution_overrideable, whose default kernel only
+// raises; until it is lowered natively, run PyTorch's CPU convolution (a counted fallback).
+at::Tensor tpu_convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                        const std::optional<at::Tensor>& bias,
+                                        c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                        c10::IntArrayRef dilation, bool transposed,
+                                        c10::IntArrayRef output_padding, int64_t groups) {
+  note_fallback("convolution_overrideable");
+  std::optional<at::Tensor> b;
+  if (bias && bias->defined()) b = bias->cpu();
+  return at::convolution(input.cpu(), weight.cpu(), b, stride, padding, dilation, transposed,
+                         output_padding, groups)
+      .to(input.device());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> tpu_convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  note_fallback("convolution_backward_overrideable");
+  int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
+  auto [gi, gw, gb] = at::convolution_backward(
+      grad_output.cpu(), input.cpu(), weight.cpu(), std::vector<int64_t>{bias_size}, stride,
+      padding, dilation, transposed, output_padding, groups, output_mask);
+  auto dev = [&](const at::Tensor& t) { return t.defined() ? t.to(input.device()) : t; };
+  return {dev(gi), dev(gw), dev(gb)};
 }
 
 // ---- the table kernel ----
@@ -371,6 +405,7 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
   } else if (v.isScalar() && scalar_typed) {
     c10::Scalar s = v.toScalar();
     a->arg.kind = TP_ARG_SCALAR;
+    a->arg.wrapped = true;  // Scalar arguments promote like Python numbers
     if (s.isBoolean()) {
       a->arg.meta.dtype = TP_DTYPE_BOOL;
       a->arg.i = s.toBool();
@@ -392,6 +427,11 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
   } else if (v.isDouble()) {
     a->arg.kind = TP_ARG_FLOAT;
     a->arg.f = v.toDouble();
+  } else if (v.isString()) {
+    const std::string& str = v.toStringRef();
+    if (str.size() >= sizeof(a->arg.s)) return false;
+    a->arg.kind = TP_ARG_STR;
+    std::memcpy(a->arg.s, str.c_str(), str.size() + 1);
   } else if (v.isIntList()) {
     auto l = v.toIntVector();
     if (l.size() > TP_MAX_DIMS) return false;
@@ -424,6 +464,16 @@ std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
       roles.push_back(kValue);
   }
   return roles;
+}
+
+// PyTorch's rules for writing into an existing tensor: no element written twice, and no input
+// that partly overlaps the output.
+void check_overlap(const at::Tensor& out, c10::ArrayRef<c10::IValue> args, size_t n_in) {
+  at::assert_no_internal_overlap(out);
+  for (size_t i = 0; i < n_in; i++)
+    if (args[i].isTensor() && args[i].toTensor().defined() &&
+        args[i].toTensor().device() == out.device())
+      at::assert_no_partial_overlap(out, args[i].toTensor());
 }
 
 struct TableKernel final : c10::OperatorKernel {
@@ -470,10 +520,12 @@ struct TableKernel final : c10::OperatorKernel {
                                  at::TensorOptions().dtype(from_tp(metas[k].dtype)).device(dev)));
     } else if (variant_ == 1) {
       outs.push_back(args[0].toTensor());
+      check_overlap(outs[0], args, n_in);
     } else {
       for (size_t i = n_in; i < n_args; i++) {
         at::Tensor o = args[i].toTensor();
         at::native::resize_output(o, c10::IntArrayRef(metas[i - n_in].sizes, metas[i - n_in].ndim));
+        check_overlap(o, args, n_in);
         outs.push_back(o);
       }
     }
@@ -668,6 +720,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", tpu_view);
   m.impl("_reshape_alias", tpu_reshape_alias);
   m.impl("unfold", tpu_unfold);
+  m.impl("convolution_overrideable", tpu_convolution_overrideable);
+  m.impl("convolution_backward_overrideable", tpu_convolution_backward_overrideable);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

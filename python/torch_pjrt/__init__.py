@@ -10,7 +10,16 @@ import contextlib
 import os
 import warnings
 
-import torch
+
+def _autoload():
+    """Entry point PyTorch calls at `import torch` (group `torch.backends`); importing did it all.
+
+    Defined before `import torch`: when this package is imported first (`import torch_pjrt`,
+    `python -m torch_pjrt.compat`), torch's autoload imports it again while it is still partially
+    initialized, and finds this function already there."""
+
+
+import torch  # noqa: E402
 
 from . import _plugins
 
@@ -60,10 +69,6 @@ def _register():
 
 _init()
 _register()
-
-
-def _autoload():
-    """Entry point PyTorch calls at `import torch` (group `torch.backends`); importing did it all."""
 
 
 def init_error():

@@ -176,16 +176,15 @@ def empty_cache():
 
 # ---- streams and events: one in-order queue per device ----
 
-class Stream(torch.Stream):
-    def __new__(cls, device=None, priority=0, **kwargs):
-        d = torch.device(_DEVICE, _index(device))
-        return super().__new__(cls, device=d, priority=priority, **kwargs)
+def Stream(device=None, priority=0):
+    """A stream of the tpu device (one in-order queue per device): a torch.Stream."""
+    return torch.Stream(device=torch.device(_DEVICE, _index(device)), priority=priority)
 
 
-class Event(torch.Event):
-    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device=_DEVICE, enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+def Event(enable_timing=False, blocking=False, interprocess=False):
+    """An event on the tpu queue: a torch.Event, so elapsed_time works between any two."""
+    return torch.Event(device=_DEVICE, enable_timing=enable_timing, blocking=blocking,
+                       interprocess=interprocess)
 
 
 def current_stream(device=None):

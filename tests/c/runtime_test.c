@@ -113,7 +113,7 @@ static void test_cache(tp_client_t *c) {
   snprintf(sub, sizeof(sub), "%s/cache", dir);
   tp_exec_cache_t *cache = NULL;
   char *warn = NULL;
-  CHECK_OK(tp_exec_cache_create(c, sub, 2, &cache, &warn));
+  CHECK_OK(tp_exec_cache_create(c, sub, 2, "test", &cache, &warn));
   CHECK(warn == NULL);
   struct stat sb;
   CHECK(stat(sub, &sb) == 0 && (sb.st_mode & 0777) == 0700);
@@ -136,7 +136,7 @@ static void test_cache(tp_client_t *c) {
   /* A second cache (a "second process") finds it on disk. */
   tp_runtime_stats_t s0, s1;
   tp_runtime_stats(&s0);
-  CHECK_OK(tp_exec_cache_create(c, sub, 16, &cache, &warn));
+  CHECK_OK(tp_exec_cache_create(c, sub, 16, "test", &cache, &warn));
   hit = tp_exec_cache_lookup(cache, key, sizeof(key), h);
   CHECK(hit != NULL);
   tp_runtime_stats(&s1);
@@ -148,13 +148,13 @@ static void test_cache(tp_client_t *c) {
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "for f in %s/*.tpx; do head -c 100 /dev/urandom | dd of=$f bs=1 seek=60 conv=notrunc 2>/dev/null; done", sub);
   CHECK(system(cmd) == 0);
-  CHECK_OK(tp_exec_cache_create(c, sub, 16, &cache, &warn));
+  CHECK_OK(tp_exec_cache_create(c, sub, 16, "test", &cache, &warn));
   CHECK(tp_exec_cache_lookup(cache, key, sizeof(key), h) == NULL);
   tp_exec_cache_free(cache);
 
   /* A world-writable directory is refused with a warning; the cache still works in memory. */
   chmod(sub, 0777);
-  CHECK_OK(tp_exec_cache_create(c, sub, 16, &cache, &warn));
+  CHECK_OK(tp_exec_cache_create(c, sub, 16, "test", &cache, &warn));
   CHECK(warn != NULL && strstr(warn, "writable"));
   free(warn);
   CHECK(strcmp(tp_exec_cache_dir(cache), "") == 0);

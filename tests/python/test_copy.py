@@ -1,0 +1,264 @@
+"""Host<->device and device<->device copies: every supported dtype, contiguous and strided
+sources and destinations, conversions, partial-region copies, empty / 0-dim / bool tensors."""
+import pytest
+import torch
+
+from tpu_helpers import ALL_DTYPES, DEVICE, assert_same, make
+
+DT_IDS = [str(d).replace("torch.", "") for d in ALL_DTYPES]
+
+
+def _src(dtype, shape=(4, 6), seed=0):
+    # Values stay in range of every dtype so conversions between them are well defined.
+    return make(shape, dtype, seed=seed, low=0.0 if dtype == torch.uint8 else -5.0, high=5.0)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+def test_round_trip_contiguous(dtype):
+    c = _src(dtype)
+    t = c.to(DEVICE)
+    assert t.is_tpu and t.dtype == dtype and t.shape == c.shape
+    back = t.cpu()
+    assert back.device.type == "cpu" and back.dtype == dtype
+    assert torch.equal(back, c)
+    # the host copy is independent of the device tensor
+    assert back.data_ptr() != c.data_ptr()
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("kind", ["transposed", "step_slice", "expanded", "offset_permuted"])
+def test_round_trip_noncontiguous_host_source(dtype, kind):
+    c = _src(dtype, (4, 6, 2))
+    if kind == "transposed":
+        src = c[:, :, 0].t()
+    elif kind == "step_slice":
+        src = c[1:, ::3, 1]
+    elif kind == "expanded":
+        src = c[:1, :, :1].expand(5, 6, 3)
+    else:
+        src = c[1:3].permute(2, 0, 1)
+    assert not src.is_contiguous()
+    t = src.to(DEVICE)
+    assert t.shape == src.shape
+    assert torch.equal(t.cpu(), src)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("kind", ["transposed", "step_slice", "expanded", "offset_permuted"])
+def test_round_trip_noncontiguous_device_source(dtype, kind):
+    c = _src(dtype, (4, 6, 2))
+    t = c.to(DEVICE)
+    if kind == "transposed":
+        pick = lambda x: x[:, :, 0].t()  # noqa: E731
+    elif kind == "step_slice":
+        pick = lambda x: x[1:, ::3, 1]  # noqa: E731
+    elif kind == "expanded":
+        pick = lambda x: x[:1, :, :1].expand(5, 6, 3)  # noqa: E731
+    else:
+        pick = lambda x: x[1:3].permute(2, 0, 1)  # noqa: E731
+    assert not pick(t).is_contiguous()
+    assert torch.equal(pick(t).cpu(), pick(c))
+    # and a device-side contiguous() of the view
+    assert torch.equal(pick(t).contiguous().cpu(), pick(c).contiguous())
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+def test_host_to_device_into_noncontiguous_destination(dtype):
+    c = _src(dtype)
+    dst = torch.zeros(6, 4, dtype=dtype, device=DEVICE)
+    dst.t().copy_(c)
+    assert torch.equal(dst.cpu(), c.t())
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+def test_device_to_host_into_noncontiguous_destination(dtype):
+    c = _src(dtype)
+    t = c.to(DEVICE)
+    dst = torch.zeros(6, 4, dtype=dtype)
+    dst.t().copy_(t)
+    assert torch.equal(dst, c.t())
+    host_region = torch.zeros(8, 12, dtype=dtype)
+    host_region[::2, ::2].copy_(t)
+    ref = torch.zeros(8, 12, dtype=dtype)
+    ref[::2, ::2] = c
+    assert torch.equal(host_region, ref)
+
+
+@pytest.mark.parametrize("src_dtype", ALL_DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("dst_dtype", [torch.bool, torch.uint8, torch.int32, torch.int64,
+                                       torch.float16, torch.bfloat16, torch.float32,
+                                       torch.float64],
+                         ids=lambda d: str(d).replace("torch.", ""))
+def test_device_to_device_copy_with_conversion(src_dtype, dst_dtype):
+    c = _src(src_dtype)
+    if dst_dtype == torch.uint8 and src_dtype.is_signed:
+        c = c.abs()  # negative -> uint8 is undefined behaviour in PyTorch
+    t = c.to(DEVICE)
+    dst = torch.empty(4, 6, dtype=dst_dtype, device=DEVICE)
+    ret = dst.copy_(t)
+    assert ret is dst
+    ref = torch.empty(4, 6, dtype=dst_dtype).copy_(c)
+    assert_same(dst, ref)
+    # Tensor.to(dtype) on device agrees too, also from a strided view
+    assert_same(t.t().to(dst_dtype), c.t().to(dst_dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.bool,
+                                   torch.int8],
+                         ids=lambda d: str(d).replace("torch.", ""))
+def test_copy_into_view_changes_only_that_region(dtype):
+    base_c = _src(dtype, (6, 8), seed=1)
+    src_c = _src(dtype, (4, 3), seed=2)
+    base = base_c.to(DEVICE)
+    # device source
+    base[1:5, 2:8:2].copy_(src_c.to(DEVICE))
+    ref = base_c.clone()
+    ref[1:5, 2:8:2] = src_c
+    assert torch.equal(base.cpu(), ref)
+    # host source into a transposed region
+    base2 = base_c.to(DEVICE)
+    base2[2:5, 1:5].t().copy_(src_c)
+    ref2 = base_c.clone()
+    ref2[2:5, 1:5].t().copy_(src_c)
+    assert torch.equal(base2.cpu(), ref2)
+
+
+def test_copy_into_region_with_conversion():
+    base = torch.zeros(5, 5, dtype=torch.float64, device=DEVICE)
+    src = torch.arange(9, dtype=torch.int32).reshape(3, 3)
+    base[1:4, 1:4].copy_(src.to(DEVICE))
+    ref = torch.zeros(5, 5, dtype=torch.float64)
+    ref[1:4, 1:4] = src.double()
+    assert torch.equal(base.cpu(), ref)
+
+
+def test_copy_broadcasts_source():
+    dst = torch.zeros(3, 4, device=DEVICE)
+    dst.copy_(torch.arange(4.))
+    assert torch.equal(dst.cpu(), torch.arange(4.).expand(3, 4))
+    dst2 = torch.zeros(3, 4, dtype=torch.int64, device=DEVICE)
+    dst2.copy_(torch.arange(3.).view(3, 1).to(DEVICE))
+    assert torch.equal(dst2.cpu(), torch.arange(3).view(3, 1).expand(3, 4))
+    dst3 = torch.zeros(3, device=DEVICE)
+    dst3.copy_(torch.tensor(5.))
+    assert torch.equal(dst3.cpu(), torch.full((3,), 5.))
+
+
+def test_copy_source_shape_mismatch_raises():
+    # CPU raises RuntimeError; the backend reports argument errors as ValueError.
+    with pytest.raises((RuntimeError, ValueError), match="size"):
+        torch.zeros(3, 4, device=DEVICE).copy_(torch.ones(5, device=DEVICE))
+    with pytest.raises((RuntimeError, ValueError), match="size|shape"):
+        torch.zeros(3, 4, device=DEVICE).copy_(torch.ones(5))
+    # the device is still fine
+    assert torch.zeros(3, 4, device=DEVICE).copy_(torch.ones(4)).sum().item() == 12.0
+
+
+def test_device_copies_are_independent():
+    a = torch.ones(3, device=DEVICE)
+    b = torch.zeros(3, device=DEVICE)
+    b.copy_(a)
+    a.add_(1)
+    assert torch.equal(b.cpu(), torch.ones(3))
+    c = a.clone()
+    a.mul_(10)
+    assert torch.equal(c.cpu(), torch.full((3,), 2.))
+    assert c.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64, torch.int32,
+                                   torch.uint8, torch.bool],
+                         ids=lambda d: str(d).replace("torch.", ""))
+def test_to_device_with_dtype(dtype):
+    c = _src(torch.float32, (3, 5))
+    if dtype == torch.uint8:
+        c = c.abs()
+    t = c.to("tpu", dtype=dtype)
+    assert t.is_tpu and t.dtype == dtype
+    assert torch.equal(t.cpu(), c.to(dtype))
+    t2 = c.t().to(device="tpu", dtype=dtype)
+    assert torch.equal(t2.cpu(), c.t().to(dtype))
+    # .to() to the same device and dtype returns self
+    assert t.to("tpu") is t
+    assert t.to(dtype) is t
+
+
+def test_to_cpu_with_dtype_and_non_blocking():
+    c = _src(torch.float32, (3, 5))
+    t = c.to("tpu", non_blocking=True)
+    assert torch.equal(t.to("cpu", dtype=torch.float64), c.double())
+    assert torch.equal(t.to("cpu", non_blocking=True), c)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+def test_item(dtype):
+    c = _src(dtype, (3, 4))
+    t = c.to(DEVICE)
+    assert t[1, 2].item() == c[1, 2].item()
+    assert type(t[1, 2].item()) is type(c[1, 2].item())
+    assert t[2:3, 3:4].item() == c[2, 3].item()
+    assert t.t()[3, 2].item() == c[2, 3].item()
+
+
+def test_item_of_computed_value_and_multi_element_error():
+    t = torch.tensor([1.5, 2.5], device=DEVICE)
+    assert (t * 2).sum().item() == 8.0
+    with pytest.raises(RuntimeError, match="2 elements"):
+        t.item()
+    assert t[0].item() == 1.5
+
+
+def test_tolist_and_numpy():
+    c = _src(torch.float32, (2, 3))
+    t = c.to(DEVICE)
+    assert t.tolist() == c.tolist()
+    assert (t.cpu().numpy() == c.numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 2, 5)], ids=str)
+def test_empty_tensors(dtype, shape):
+    c = torch.empty(shape, dtype=dtype)
+    t = c.to(DEVICE)
+    assert t.shape == c.shape and t.numel() == 0 and t.dtype == dtype
+    back = t.cpu()
+    assert back.shape == c.shape and back.dtype == dtype
+    t2 = torch.empty(shape, dtype=dtype, device=DEVICE)
+    t2.copy_(c)
+    assert t2.cpu().shape == c.shape
+    assert torch.equal(t2.to(torch.float32).cpu(), torch.empty(shape))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DT_IDS)
+def test_zero_dim_tensors(dtype):
+    c = _src(dtype, ())
+    assert c.dim() == 0
+    t = c.to(DEVICE)
+    assert t.dim() == 0 and t.shape == torch.Size([])
+    assert torch.equal(t.cpu(), c)
+    assert t.item() == c.item()
+    t2 = torch.tensor(c.item(), dtype=dtype, device=DEVICE)
+    assert torch.equal(t2.cpu(), c)
+
+
+def test_bool_tensors():
+    c = torch.tensor([[True, False, True], [False, False, True]])
+    t = c.to(DEVICE)
+    assert t.dtype == torch.bool
+    assert torch.equal(t.cpu(), c)
+    assert torch.equal(t.t().cpu(), c.t())
+    assert torch.equal(t.to(torch.int64).cpu(), c.long())
+    assert torch.equal(t.to(torch.float32).cpu(), c.float())
+    nums = torch.tensor([0., -2., 0.5, 0.])
+    assert torch.equal(nums.to(DEVICE).to(torch.bool).cpu(), nums.bool())
+    assert t[0, 0].item() is True and t[0, 1].item() is False
+    f = torch.zeros(4, dtype=torch.bool, device=DEVICE)
+    f[1::2].copy_(torch.tensor([True, True]))
+    assert torch.equal(f.cpu(), torch.tensor([False, True, False, True]))
+
+
+def test_large_round_trip():
+    c = torch.arange(1_000_003, dtype=torch.float32)
+    t = c.to(DEVICE)
+    assert torch.equal(t.cpu(), c)
+    assert torch.equal(t[999_990::3].cpu(), c[999_990::3])
