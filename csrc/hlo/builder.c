@@ -500,6 +500,36 @@ tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value
   return v;
 }
 
+tp_hlo_value_t tp_hlo_reduce_window(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,
+                                    tp_hlo_binary_t op, const int64_t *window,
+                                    const int64_t *pad_lo, const int64_t *pad_hi) {
+  if (!live(b, &x) || !live(b, &init)) return bad_value();
+  int64_t dims[TP_MAX_DIMS] = {0};
+  for (int i = 0; i < x.ndim; i++) dims[i] = x.dims[i] + pad_lo[i] + pad_hi[i] - window[i] + 1;
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, dims);
+  char pad[64 * TP_MAX_DIMS] = "dense<[";
+  size_t off = strlen(pad);
+  for (int i = 0; i < x.ndim; i++)
+    off += (size_t)snprintf(pad + off, sizeof(pad) - off, "%s[%" PRId64 ", %" PRId64 "]",
+                            i ? ", " : "", pad_lo[i], pad_hi[i]);
+  snprintf(pad + off, sizeof(pad) - off, "]> : tensor<%dx2xi64>", x.ndim);
+  EMIT("    %%v%d = \"stablehlo.reduce_window\"(%%v%d, %%v%d) ({\n", v.id, x.id, init.id);
+  emit_scalar_region(b, x.dtype, (int)op);
+  EMIT("    }) {window_dimensions = %s, padding = %s} : (%s, %s) -> %s\n",
+       i64_array(window, x.ndim, 0).s, pad, ty(&x).s, ty(&init).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_reverse(tp_hlo_builder_t *b, tp_hlo_value_t x, int n_dims,
+                              const int64_t *dims) {
+  if (!live(b, &x)) return bad_value();
+  if (n_dims == 0) return x;
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, x.dims);
+  EMIT("    %%v%d = \"stablehlo.reverse\"(%%v%d) {dimensions = %s} : (%s) -> %s\n", v.id, x.id,
+       i64_array(dims, n_dims, 0).s, ty(&x).s, ty(&v).s);
+  return v;
+}
+
 tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices) {
   if (!live(b, &x) || !live(b, &indices)) return bad_value();
   if (!check(b, x.ndim == 1 && tp_dtype_is_int(indices.dtype), "gather_1d needs 1-D x"))

@@ -95,6 +95,14 @@ tp_hlo_value_t tp_hlo_dot_general(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_
 /* Reduces |dims| of |x| with |op| (ADD, MUL, MAX, MIN, AND, OR) from scalar |init|. */
 tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,
                              tp_hlo_binary_t op, int n_dims, const int64_t *dims);
+/* reduce_window over |x| with per-dim window sizes and (low, high) padding, stride 1, filling the
+ * padding with |init|: a cumulative sum along d is a window of the dim's size padded (n-1, 0). */
+tp_hlo_value_t tp_hlo_reduce_window(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,
+                                    tp_hlo_binary_t op, const int64_t *window,
+                                    const int64_t *pad_lo, const int64_t *pad_hi);
+/* Reverses |x| along |dims|. */
+tp_hlo_value_t tp_hlo_reverse(tp_hlo_builder_t *b, tp_hlo_value_t x, int n_dims,
+                              const int64_t *dims);
 /* Gathers elements of 1-D |x| at integer |indices| (any shape); result has indices' shape. */
 tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices);
 /* Writes |updates| (indices' shape) into 1-D |x| at |indices|; later duplicates win. */

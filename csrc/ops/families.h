@@ -30,6 +30,13 @@ typedef enum {
   TP_T_WHERE, TP_T_CLAMP, TP_T_CLAMP_MIN, TP_T_CLAMP_MAX, TP_T_ADDCMUL, TP_T_ADDCDIV, TP_T_LERP,
 } tp_ternary_t;
 
+/* Reduction family codes (TP_OP_REDUCE rows). */
+typedef enum {
+  TP_R_SUM, TP_R_MEAN, TP_R_PROD, TP_R_AMAX, TP_R_AMIN, TP_R_MAX, TP_R_MIN, TP_R_ARGMAX,
+  TP_R_ARGMIN, TP_R_ANY, TP_R_ALL, TP_R_VAR, TP_R_STD, TP_R_LOGSUMEXP, TP_R_NORM, TP_R_CUMSUM,
+  TP_R_CUMPROD,
+} tp_reduce_t;
+
 #define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \
                      int *n_out);
@@ -46,7 +53,7 @@ TP_DECLARE_OP(tp_infer_copy, tp_emit_copy)
 TP_DECLARE_OP(tp_infer_fill, tp_emit_fill)
 TP_DECLARE_OP(tp_infer_threshold_backward, tp_emit_threshold_backward)
 /* reduce.c */
-TP_DECLARE_OP(tp_infer_sum, tp_emit_sum)
+TP_DECLARE_OP(tp_infer_reduce, tp_emit_reduce)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)

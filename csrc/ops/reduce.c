@@ -1,18 +1,30 @@
-/* Reduction family: sum (full and over dims). Half types accumulate in f32. */
+/* Reduction family: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin, any/all,
+ * var/std, logsumexp, vector norm, and the cumulative cumsum/cumprod. Half types accumulate in
+ * f32. Argument layouts differ per op; parse_reduction reads them by the row's code. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "ops/families.h"
 
-static tp_status_t *reduce_dims(const tp_op_arg_t *self, const tp_op_arg_t *dim, bool *mask) {
-  int nd = self->meta.ndim;
-  for (int i = 0; i < TP_MAX_DIMS; i++) mask[i] = dim == NULL || dim->kind == TP_ARG_NONE;
-  if (!dim || dim->kind == TP_ARG_NONE) return NULL;
-  if (dim->kind == TP_ARG_INTS && dim->n == 0) {
-    for (int i = 0; i < TP_MAX_DIMS; i++) mask[i] = true; /* dim=[] means all dims */
-    return NULL;
-  }
-  int n = dim->kind == TP_ARG_INTS ? dim->n : 1;
+typedef struct {
+  bool mask[TP_MAX_DIMS]; /* reduced dims */
+  bool keepdim;
+  tp_dtype_t dtype;       /* requested dtype= or TP_DTYPE_INVALID */
+  int dim;                /* cumulative ops: the one dim */
+  int correction_arg;     /* var/std: index of the correction Scalar, or -1 */
+  int ord_arg;            /* norm: index of the ord Scalar */
+} reduction_t;
+
+/* Marks the dims named by |a| (INT, INTS or NONE = all) of a rank-|nd| tensor. */
+static tp_status_t *mark_dims(const tp_op_arg_t *a, int nd, bool *mask) {
+  bool all = !a || a->kind == TP_ARG_NONE || (a->kind == TP_ARG_INTS && a->n == 0);
+  for (int i = 0; i < TP_MAX_DIMS; i++) mask[i] = all;
+  if (all) return NULL;
+  int n = a->kind == TP_ARG_INTS ? a->n : 1;
+  int64_t lim = nd ? nd : 1;
   for (int k = 0; k < n; k++) {
-    int64_t d = dim->kind == TP_ARG_INTS ? dim->ints[k] : dim->i;
-    int64_t lim = nd ? nd : 1;
+    int64_t d = a->kind == TP_ARG_INTS ? a->ints[k] : a->i;
     if (d < -lim || d >= lim)
       return tp_make_status(TP_OUT_OF_RANGE,
                             "Dimension out of range (expected to be in range of [%lld, %lld], "
@@ -26,49 +38,322 @@ static tp_status_t *reduce_dims(const tp_op_arg_t *self, const tp_op_arg_t *dim,
   return NULL;
 }
 
-/* sum(self, *, dtype) and sum.dim_IntList(self, dim, keepdim, *, dtype). */
-tp_status_t *tp_infer_sum(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
-                          int *n_out) {
-  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
-  bool full = n_args <= 2;  /* sum(self, dtype) */
-  const tp_op_arg_t *dtype_arg = full ? (n_args > 1 ? &args[1] : NULL) : &args[3];
-  bool keepdim = !full && args[2].kind == TP_ARG_INT && args[2].i;
-  bool mask[TP_MAX_DIMS];
-  TP_RETURN_IF_ERROR(reduce_dims(&args[0], full ? NULL : &args[1], mask));
-  tp_meta_t m = args[0].meta;
-  tp_dtype_t dt = m.dtype;
-  if (dtype_arg && dtype_arg->kind == TP_ARG_INT) dt = (tp_dtype_t)dtype_arg->i;
-  else if (!tp_dtype_is_float(dt)) dt = TP_DTYPE_I64;
-  out[0].dtype = dt;
-  out[0].ndim = 0;
-  for (int i = 0; i < m.ndim; i++) {
-    if (!mask[i]) out[0].sizes[out[0].ndim++] = m.sizes[i];
-    else if (keepdim) out[0].sizes[out[0].ndim++] = 1;
+static const tp_op_arg_t *arg_at(const tp_op_arg_t *args, int n_args, int i) {
+  return i < n_args ? &args[i] : NULL;
+}
+
+static bool flag_at(const tp_op_arg_t *args, int n_args, int i) {
+  return i < n_args && args[i].kind == TP_ARG_INT && args[i].i;
+}
+
+static tp_dtype_t dtype_at(const tp_op_arg_t *args, int n_args, int i) {
+  return i < n_args && args[i].kind == TP_ARG_INT ? (tp_dtype_t)args[i].i : TP_DTYPE_INVALID;
+}
+
+static tp_status_t *parse_reduction(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                    reduction_t *r) {
+  memset(r, 0, sizeof(*r));
+  r->dtype = TP_DTYPE_INVALID;
+  r->correction_arg = r->ord_arg = -1;
+  int nd = args[0].meta.ndim;
+  switch ((tp_reduce_t)op->code) {
+    case TP_R_SUM: case TP_R_MEAN: case TP_R_PROD:
+      if (n_args <= 2) { /* full form: (self, *, dtype) */
+        r->dtype = dtype_at(args, n_args, 1);
+        return mark_dims(NULL, nd, r->mask);
+      }
+      r->keepdim = flag_at(args, n_args, 2);
+      r->dtype = dtype_at(args, n_args, 3);
+      return mark_dims(&args[1], nd, r->mask);
+    case TP_R_AMAX: case TP_R_AMIN: case TP_R_ARGMAX: case TP_R_ARGMIN: case TP_R_LOGSUMEXP:
+    case TP_R_MAX: case TP_R_MIN: case TP_R_ANY: case TP_R_ALL:
+      r->keepdim = flag_at(args, n_args, 2);
+      return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
+    case TP_R_VAR: case TP_R_STD:
+      r->correction_arg = 2;
+      r->keepdim = flag_at(args, n_args, 3);
+      return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
+    case TP_R_NORM:
+      r->ord_arg = 1;
+      r->keepdim = flag_at(args, n_args, 3);
+      r->dtype = dtype_at(args, n_args, 4);
+      return mark_dims(arg_at(args, n_args, 2), nd, r->mask);
+    case TP_R_CUMSUM: case TP_R_CUMPROD: {
+      r->dtype = dtype_at(args, n_args, 2);
+      TP_RETURN_IF_ERROR(mark_dims(&args[1], nd, r->mask));
+      for (int i = 0; i < nd; i++)
+        if (r->mask[i]) r->dim = i;
+      return NULL;
+    }
   }
-  *n_out = 1;
   return NULL;
 }
 
-void tp_emit_sum(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  (void)op;
-  bool full = n_args <= 2;
-  bool mask[TP_MAX_DIMS];
-  tp_status_t *st = reduce_dims(&args[0], full ? NULL : &args[1], mask);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
+static bool cumulative(int code) { return code == TP_R_CUMSUM || code == TP_R_CUMPROD; }
+static bool with_indices(const tp_op_def_t *op, int n_args) {
+  return (op->code == TP_R_MAX || op->code == TP_R_MIN) && n_args > 1;
+}
+
+tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
+  reduction_t r;
+  TP_RETURN_IF_ERROR(parse_reduction(op, args, n_args, &r));
+  const tp_meta_t *m = &args[0].meta;
+  tp_dtype_t in = m->dtype, dt = in;
+  switch ((tp_reduce_t)op->code) {
+    case TP_R_SUM: case TP_R_PROD: case TP_R_CUMSUM: case TP_R_CUMPROD:
+      dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : tp_dtype_is_float(in) ? in : TP_DTYPE_I64;
+      break;
+    case TP_R_MEAN:
+      dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;
+      if (!tp_dtype_is_float(dt))
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "mean(): could not infer output dtype. Input dtype must be either a "
+                              "floating point or complex dtype. Got: %s", tp_dtype_name(dt));
+      break;
+    case TP_R_ARGMAX: case TP_R_ARGMIN: dt = TP_DTYPE_I64; break;
+    case TP_R_ANY: case TP_R_ALL: dt = in == TP_DTYPE_U8 ? TP_DTYPE_U8 : TP_DTYPE_BOOL; break;
+    case TP_R_VAR: case TP_R_STD:
+      if (!tp_dtype_is_float(in))
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "std and var only support floating point and complex dtypes");
+      break;
+    case TP_R_LOGSUMEXP: if (!tp_dtype_is_float(in)) dt = TP_DTYPE_F32; break;
+    case TP_R_NORM:
+      dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;
+      if (!tp_dtype_is_float(dt))
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "linalg.vector_norm: Expected a floating point or complex tensor as "
+                              "input. Got %s", tp_dtype_name(dt));
+      break;
+    default: break;
   }
-  tp_dtype_t acc = out_meta->dtype;
-  if (acc == TP_DTYPE_BF16 || acc == TP_DTYPE_F16) acc = TP_DTYPE_F32;
-  if (acc == TP_DTYPE_BOOL) acc = TP_DTYPE_I64;
-  tp_hlo_value_t x = tp_hlo_convert(b, in[0], acc);
+  if ((op->code == TP_R_MAX || op->code == TP_R_MIN || op->code == TP_R_AMAX ||
+       op->code == TP_R_AMIN || op->code == TP_R_ARGMAX || op->code == TP_R_ARGMIN) &&
+      tp_meta_numel(m) == 0)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "%s(): Expected reduction dim to be specified for input.numel() == 0. "
+                          "Specify the reduction dim with the 'dim' argument.", op->name);
+  for (int i = 1; i < n_args; i++)
+    if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = TP_DTYPE_F64;
+  if (cumulative(op->code)) {
+    out[0] = *m;
+  } else {
+    out[0].ndim = 0;
+    for (int i = 0; i < m->ndim; i++) {
+      if (!r.mask[i]) out[0].sizes[out[0].ndim++] = m->sizes[i];
+      else if (r.keepdim) out[0].sizes[out[0].ndim++] = 1;
+    }
+  }
+  out[0].dtype = dt;
+  *n_out = 1;
+  if (with_indices(op, n_args)) {
+    out[1] = out[0];
+    out[1].dtype = TP_DTYPE_I64;
+    *n_out = 2;
+  }
+  return NULL;
+}
+
+/* Broadcasts a reduction result |r| (reduced dims dropped) back over |like|'s shape. */
+static tp_hlo_value_t expand_back(tp_hlo_builder_t *b, tp_hlo_value_t r, const tp_hlo_value_t *like,
+                                  const bool *mask) {
+  int64_t bd[TP_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < like->ndim; i++)
+    if (!mask[i]) bd[n++] = i;
+  return tp_hlo_broadcast_in_dim(b, r, like->ndim, like->dims, bd);
+}
+
+static tp_hlo_value_t reduce_dims(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
+                                  double init, const bool *mask) {
   int64_t dims[TP_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < x.ndim; i++)
     if (mask[i]) dims[n++] = i;
-  tp_hlo_value_t r = tp_hlo_reduce(b, x, tp_hlo_constant(b, acc, 0), TP_HLO_ADD, n, dims);
-  r = tp_hlo_reshape(b, r, out_meta->ndim, out_meta->sizes);
-  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
+  return tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, init), op, n, dims);
+}
+
+static int64_t reduced_count(const tp_hlo_value_t *x, const bool *mask) {
+  int64_t n = 1;
+  for (int i = 0; i < x->ndim; i++)
+    if (mask[i]) n *= x->dims[i];
+  return n;
+}
+
+/* The identity of max (the type's lowest value) or of min (its highest), as a scalar constant. */
+static tp_hlo_value_t limit(tp_hlo_builder_t *b, tp_dtype_t t, bool lowest) {
+  switch (t) {
+    case TP_DTYPE_BOOL: return tp_hlo_constant_i(b, t, lowest ? 0 : 1);
+    case TP_DTYPE_U8: return tp_hlo_constant_i(b, t, lowest ? 0 : 255);
+    case TP_DTYPE_I8: return tp_hlo_constant_i(b, t, lowest ? INT8_MIN : INT8_MAX);
+    case TP_DTYPE_I16: return tp_hlo_constant_i(b, t, lowest ? INT16_MIN : INT16_MAX);
+    case TP_DTYPE_I32: return tp_hlo_constant_i(b, t, lowest ? INT32_MIN : INT32_MAX);
+    case TP_DTYPE_I64: return tp_hlo_constant_i(b, t, lowest ? INT64_MIN : INT64_MAX);
+    default: return tp_hlo_constant(b, t, lowest ? -INFINITY : INFINITY);
+  }
+}
+
+static tp_hlo_value_t reduce_with(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
+                                  tp_hlo_value_t init, const bool *mask) {
+  int64_t dims[TP_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < x.ndim; i++)
+    if (mask[i]) dims[n++] = i;
+  return tp_hlo_reduce(b, x, init, op, n, dims);
+}
+
+static tp_hlo_value_t nan_like(tp_hlo_builder_t *b, const tp_hlo_value_t *x) {
+  return tp_emit_full_like(b, NAN, x);
+}
+
+/* max/min over |mask| that propagates NaN, as PyTorch does. */
+static tp_hlo_value_t extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, bool is_max, const bool *mask) {
+  tp_hlo_binary_t op = x.dtype == TP_DTYPE_BOOL ? (is_max ? TP_HLO_OR : TP_HLO_AND)
+                                               : (is_max ? TP_HLO_MAX : TP_HLO_MIN);
+  tp_hlo_value_t r = reduce_with(b, x, op, limit(b, x.dtype, is_max), mask);
+  if (!tp_dtype_is_float(x.dtype)) return r;
+  tp_hlo_value_t any_nan = reduce_dims(b, tp_hlo_compare(b, TP_CMP_NE, x, x), TP_HLO_OR, 0, mask);
+  return tp_hlo_select(b, any_nan, nan_like(b, &r), r);
+}
+
+/* Index of the first extreme element along the (single or flattened) masked dims. */
+static tp_hlo_value_t arg_extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t ext,
+                                  const bool *mask) {
+  tp_hlo_value_t e = expand_back(b, ext, &x, mask);
+  tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_EQ, x, e);
+  if (tp_dtype_is_float(x.dtype))
+    hit = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, e, e), tp_hlo_compare(b, TP_CMP_NE, x, x),
+                        hit);
+  /* Linear index over the reduced dims, in row-major order. */
+  tp_hlo_value_t idx = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), x.ndim, x.dims);
+  int64_t stride = 1;
+  for (int i = x.ndim - 1; i >= 0; i--) {
+    if (!mask[i]) continue;
+    tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, i);
+    idx = tp_hlo_binary(b, TP_HLO_ADD, idx,
+                        tp_hlo_binary(b, TP_HLO_MUL, io, tp_emit_full_like(b, (double)stride, &io)));
+    stride *= x.dims[i];
+  }
+  tp_hlo_value_t big = tp_emit_full_like(b, (double)stride, &idx);
+  return reduce_with(b, tp_hlo_select(b, hit, idx, big), TP_HLO_MIN, limit(b, TP_DTYPE_I64, false),
+                     mask);
+}
+
+void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                    int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                    tp_hlo_value_t *out) {
+  reduction_t r;
+  tp_status_t *st = parse_reduction(op, args, n_args, &r);
+  if (st) {
+    tp_hlo_fail(b, st);
+    return;
+  }
+  tp_hlo_value_t x = in[0];
+  tp_dtype_t od = out_meta[0].dtype;
+  tp_dtype_t acc = tp_math_dtype(od);
+  tp_hlo_value_t v;
+  switch ((tp_reduce_t)op->code) {
+    case TP_R_SUM:
+      v = reduce_dims(b, tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc), TP_HLO_ADD, 0, r.mask);
+      break;
+    case TP_R_PROD:
+      v = reduce_dims(b, tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc), TP_HLO_MUL, 1, r.mask);
+      break;
+    case TP_R_MEAN: {
+      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+      v = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
+      v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_emit_full_like(b, (double)reduced_count(&xs, r.mask), &v));
+      break;
+    }
+    case TP_R_AMAX: case TP_R_MAX: case TP_R_AMIN: case TP_R_MIN: {
+      bool is_max = op->code == TP_R_AMAX || op->code == TP_R_MAX;
+      v = extreme(b, x, is_max, r.mask);
+      if (with_indices(op, n_args)) {
+        out[1] = tp_hlo_reshape(b, arg_extreme(b, x, v, r.mask), out_meta[1].ndim, out_meta[1].sizes);
+      }
+      break;
+    }
+    case TP_R_ARGMAX: case TP_R_ARGMIN: {
+      tp_hlo_value_t e = extreme(b, x, op->code == TP_R_ARGMAX, r.mask);
+      v = arg_extreme(b, x, e, r.mask);
+      break;
+    }
+    case TP_R_ANY: case TP_R_ALL:
+      v = reduce_dims(b, tp_hlo_convert(b, x, TP_DTYPE_BOOL),
+                      op->code == TP_R_ANY ? TP_HLO_OR : TP_HLO_AND, op->code == TP_R_ALL, r.mask);
+      break;
+    case TP_R_VAR: case TP_R_STD: {
+      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+      int64_t n = reduced_count(&xs, r.mask);
+      tp_hlo_value_t mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
+      mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_emit_full_like(b, (double)n, &mean));
+      tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, mean, &xs, r.mask));
+      v = reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), TP_HLO_ADD, 0, r.mask);
+      tp_hlo_value_t corr = r.correction_arg < n_args && args[r.correction_arg].kind == TP_ARG_SCALAR
+                                ? tp_hlo_convert(b, in[r.correction_arg], acc)
+                                : tp_hlo_constant(b, acc, 1);
+      tp_hlo_value_t denom = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_constant(b, acc, (double)n), corr);
+      denom = tp_hlo_binary(b, TP_HLO_MAX, denom, tp_hlo_constant(b, acc, 0));
+      v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_hlo_broadcast_to(b, denom, v.ndim, v.dims));
+      if (op->code == TP_R_STD) v = tp_hlo_unary(b, TP_HLO_SQRT, v);
+      break;
+    }
+    case TP_R_LOGSUMEXP: {
+      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+      tp_hlo_value_t m = reduce_dims(b, xs, TP_HLO_MAX, -INFINITY, r.mask);
+      /* An infinite max would make x - m NaN: shift by 0 there instead. */
+      tp_hlo_value_t finite = tp_hlo_unary(b, TP_HLO_IS_FINITE, m);
+      m = tp_hlo_select(b, finite, m, tp_emit_full_like(b, 0, &m));
+      tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP,
+                                      tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, m, &xs, r.mask)));
+      v = tp_hlo_binary(b, TP_HLO_ADD,
+                        tp_hlo_unary(b, TP_HLO_LOG, reduce_dims(b, e, TP_HLO_ADD, 0, r.mask)), m);
+      break;
+    }
+    case TP_R_NORM: {
+      tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, tp_hlo_convert(b, x, acc));
+      double ord = args[r.ord_arg].kind == TP_ARG_SCALAR
+                       ? (tp_dtype_is_float(args[r.ord_arg].meta.dtype) ? args[r.ord_arg].f
+                                                                        : (double)args[r.ord_arg].i)
+                       : 2;
+      if (isinf(ord)) {
+        v = extreme(b, a, ord > 0, r.mask);
+      } else if (ord == 0) {
+        v = reduce_dims(b, tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, a, tp_emit_full_like(b, 0, &a)), acc),
+                        TP_HLO_ADD, 0, r.mask);
+      } else if (ord == 1) {
+        v = reduce_dims(b, a, TP_HLO_ADD, 0, r.mask);
+      } else if (ord == 2) {
+        v = tp_hlo_unary(b, TP_HLO_SQRT, reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, a, a), TP_HLO_ADD, 0, r.mask));
+      } else {
+        tp_hlo_value_t p = tp_hlo_binary(b, TP_HLO_POW, a, tp_emit_full_like(b, ord, &a));
+        v = reduce_dims(b, p, TP_HLO_ADD, 0, r.mask);
+        v = tp_hlo_binary(b, TP_HLO_POW, v, tp_emit_full_like(b, 1.0 / ord, &v));
+      }
+      break;
+    }
+    case TP_R_CUMSUM: case TP_R_CUMPROD: {
+      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
+      if (xs.ndim == 0) {
+        v = xs;
+        break;
+      }
+      int64_t win[TP_MAX_DIMS], lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+      for (int i = 0; i < xs.ndim; i++) win[i] = 1;
+      int64_t n = xs.dims[r.dim];
+      win[r.dim] = n > 0 ? n : 1;
+      lo[r.dim] = n > 0 ? n - 1 : 0;
+      bool sum = op->code == TP_R_CUMSUM;
+      v = n == 0 ? xs
+                 : tp_hlo_reduce_window(b, xs, tp_hlo_constant(b, xs.dtype, sum ? 0 : 1),
+                                        sum ? TP_HLO_ADD : TP_HLO_MUL, win, lo, hi);
+      break;
+    }
+    default:
+      v = x;
+  }
+  out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, v, out_meta[0].ndim, out_meta[0].sizes), od);
 }
