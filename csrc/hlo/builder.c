@@ -543,8 +543,8 @@ tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_va
   return v;
 }
 
-tp_hlo_value_t tp_hlo_scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
-                                 tp_hlo_value_t updates) {
+static tp_hlo_value_t scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
+                                 tp_hlo_value_t updates, int op) {
   if (!live(b, &x) || !live(b, &indices) || !live(b, &updates)) return bad_value();
   if (!check(b, x.ndim == 1 && updates.dtype == x.dtype && updates.ndim == indices.ndim,
              "scatter_1d operand types"))
@@ -552,11 +552,37 @@ tp_hlo_value_t tp_hlo_scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_v
   tp_hlo_value_t v = new_value(b, x.dtype, 1, x.dims);
   EMIT("    %%v%d = \"stablehlo.scatter\"(%%v%d, %%v%d, %%v%d) ({\n", v.id, x.id, indices.id,
        updates.id);
-  emit_scalar_region(b, x.dtype, -1);
+  emit_scalar_region(b, x.dtype, op);
   EMIT("    }) {scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0], "
        "scatter_dims_to_operand_dims = [0], index_vector_dim = %d>, indices_are_sorted = false, "
        "unique_indices = false} : (%s, %s, %s) -> %s\n",
        indices.ndim, ty(&x).s, ty(&indices).s, ty(&updates).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
+                                 tp_hlo_value_t updates) {
+  return scatter_1d(b, x, indices, updates, -1);
+}
+
+tp_hlo_value_t tp_hlo_scatter_1d_op(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
+                                    tp_hlo_value_t updates, tp_hlo_binary_t op) {
+  return scatter_1d(b, x, indices, updates, (int)op);
+}
+
+tp_hlo_value_t tp_hlo_pad(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t value,
+                          const int64_t *lo, const int64_t *hi) {
+  if (!live(b, &x) || !live(b, &value)) return bad_value();
+  int64_t dims[TP_MAX_DIMS] = {0}, interior[TP_MAX_DIMS] = {0};
+  for (int i = 0; i < x.ndim; i++) {
+    dims[i] = x.dims[i] + lo[i] + hi[i];
+    if (!check(b, dims[i] >= 0, "pad to a negative size")) return bad_value();
+  }
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.pad\"(%%v%d, %%v%d) {edge_padding_low = %s, edge_padding_high = %s, "
+       "interior_padding = %s} : (%s, %s) -> %s\n",
+       v.id, x.id, value.id, i64_array(lo, x.ndim, 0).s, i64_array(hi, x.ndim, 0).s,
+       i64_array(interior, x.ndim, 0).s, ty(&x).s, ty(&value).s, ty(&v).s);
   return v;
 }
 

@@ -108,6 +108,12 @@ tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_va
 /* Writes |updates| (indices' shape) into 1-D |x| at |indices|; later duplicates win. */
 tp_hlo_value_t tp_hlo_scatter_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
                                  tp_hlo_value_t updates);
+/* Like tp_hlo_scatter_1d but combines with |op| (e.g. ADD accumulates duplicates). */
+tp_hlo_value_t tp_hlo_scatter_1d_op(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t indices,
+                                    tp_hlo_value_t updates, tp_hlo_binary_t op);
+/* Pads |x| with scalar |value|: |lo|/|hi| per dim (negative values crop), no interior padding. */
+tp_hlo_value_t tp_hlo_pad(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t value,
+                          const int64_t *lo, const int64_t *hi);
 /* Writes |update| into |x| starting at constant |start| (one index per dim). */
 tp_hlo_value_t tp_hlo_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t update,
                                    const int64_t *start);

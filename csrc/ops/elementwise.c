@@ -121,7 +121,7 @@ static tp_status_t *check_dtype_flags(const tp_op_def_t *op, tp_dtype_t dt) {
                             "Negation, the `-` operator, on a bool tensor is not supported. If "
                             "you are trying to invert a mask, use the `~` or `logical_not()` "
                             "operator instead.");
-    return tp_make_status(TP_UNIMPLEMENTED, "Boolean inputs not supported for %s", op->name);
+    return tp_make_status(TP_UNIMPLEMENTED, "Boolean inputs not supported for %s", op->name);  /* CPU raises it */
   }
   return NULL;
 }
@@ -535,8 +535,11 @@ void tp_emit_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
 tp_status_t *tp_infer_fill(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                            int *n_out) {
   TP_RETURN_IF_ERROR(need_tensor(op, args, n_args, 0));
-  if (n_args < 2 || args[1].kind != TP_ARG_SCALAR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "fill: value must be a number");
+  if (n_args < 2 || !(args[1].kind == TP_ARG_SCALAR ||
+                      (args[1].kind == TP_ARG_TENSOR && args[1].meta.ndim == 0)))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "fill_ only supports 0-dimension value tensor but got tensor with %d "
+                          "dimensions.", args[1].meta.ndim);
   args[1].scalar_dtype = args[0].meta.dtype;
   out[0] = args[0].meta;
   *n_out = 1;

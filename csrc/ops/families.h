@@ -37,6 +37,21 @@ typedef enum {
   TP_R_CUMPROD,
 } tp_reduce_t;
 
+/* Activation family codes (nn.c); backward forms come after TP_A_BACKWARD. */
+typedef enum {
+  TP_A_GELU, TP_A_LEAKY_RELU, TP_A_HARDTANH, TP_A_ELU,
+  TP_A_BACKWARD,
+  TP_A_GELU_BACKWARD = TP_A_BACKWARD, TP_A_LEAKY_RELU_BACKWARD, TP_A_HARDTANH_BACKWARD,
+  TP_A_SIGMOID_BACKWARD, TP_A_TANH_BACKWARD, TP_A_SILU_BACKWARD,
+} tp_activation_t;
+
+/* Indexing and shape family codes (index.c). */
+typedef enum {
+  TP_X_INDEX_SELECT, TP_X_GATHER, TP_X_SCATTER, TP_X_SCATTER_ADD, TP_X_INDEX_ADD, TP_X_MASKED_FILL,
+  TP_X_FLIP, TP_X_CAT, TP_X_ROLL, TP_X_TRIL, TP_X_TRIU, TP_X_PAD, TP_X_ARANGE,
+  TP_X_EMBEDDING_BACKWARD,
+} tp_index_t;
+
 #define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \
                      int *n_out);
@@ -54,7 +69,19 @@ TP_DECLARE_OP(tp_infer_fill, tp_emit_fill)
 TP_DECLARE_OP(tp_infer_threshold_backward, tp_emit_threshold_backward)
 /* reduce.c */
 TP_DECLARE_OP(tp_infer_reduce, tp_emit_reduce)
+/* nn.c */
+TP_DECLARE_OP(tp_infer_softmax, tp_emit_softmax)
+TP_DECLARE_OP(tp_infer_softmax_backward, tp_emit_softmax_backward)
+TP_DECLARE_OP(tp_infer_activation, tp_emit_activation)
+TP_DECLARE_OP(tp_infer_layer_norm, tp_emit_layer_norm)
+TP_DECLARE_OP(tp_infer_layer_norm_backward, tp_emit_layer_norm_backward)
+TP_DECLARE_OP(tp_infer_mse, tp_emit_mse)
+TP_DECLARE_OP(tp_infer_nll, tp_emit_nll)
+/* index.c */
+TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 /* linalg.c */
+TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
+TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
 

@@ -1,4 +1,6 @@
-/* Linear algebra family: mm and addmm as dot_general. */
+/* Linear algebra family: mm, addmm, bmm, baddbmm, dot, mv, addmv as dot_general. */
+#include <string.h>
+
 #include "ops/families.h"
 
 static tp_status_t *check_mm(const char *name, const tp_meta_t *a, const tp_meta_t *b) {
@@ -30,15 +32,35 @@ tp_status_t *tp_infer_mm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, t
   return NULL;
 }
 
+/* Products of half types accumulate and round once in f32, as PyTorch's CPU kernels do; the
+ * caller converts the result back. */
 static tp_hlo_value_t emit_matmul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
   const int64_t xc = 1, yc = 0;
-  return tp_hlo_dot_general(b, x, y, 0, NULL, NULL, 1, &xc, &yc, x.dtype);
+  return tp_hlo_dot_general(b, x, y, 0, NULL, NULL, 1, &xc, &yc, tp_math_dtype(x.dtype));
 }
 
 void tp_emit_mm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  (void)op, (void)args, (void)n_args, (void)out_meta;
-  out[0] = emit_matmul(b, in[0], in[1]);
+  (void)op, (void)args, (void)n_args;
+  out[0] = tp_hlo_convert(b, emit_matmul(b, in[0], in[1]), out_meta->dtype);
+}
+
+/* beta * in[self_i] + alpha * p, with beta at args[scal_i] and alpha at args[scal_i + 1] when
+ * present, in p's (accumulation) dtype. beta == 0 ignores self entirely, NaN included. */
+static tp_hlo_value_t scale_add(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                                const tp_hlo_value_t *in, tp_hlo_value_t p, int self_i, int scal_i) {
+  tp_meta_t m = {p.dtype, p.ndim, {0}};
+  memcpy(m.sizes, p.dims, sizeof(int64_t) * (size_t)p.ndim);
+  tp_hlo_value_t s = tp_emit_cast_to(b, in[self_i], &m);
+  if (n_args > scal_i && args[scal_i].kind == TP_ARG_SCALAR) {
+    tp_hlo_value_t beta = tp_emit_cast_to(b, in[scal_i], &m);
+    tp_hlo_value_t zero = tp_emit_full_like(b, 0, &p);
+    s = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, beta, zero), tp_hlo_binary(b, TP_HLO_MUL, s, beta),
+                      zero);
+  }
+  if (n_args > scal_i + 1 && args[scal_i + 1].kind == TP_ARG_SCALAR)
+    p = tp_hlo_binary(b, TP_HLO_MUL, p, tp_emit_cast_to(b, in[scal_i + 1], &m));
+  return tp_hlo_binary(b, TP_HLO_ADD, s, p);
 }
 
 /* addmm(self, mat1, mat2, *, beta, alpha) = beta * self + alpha * (mat1 @ mat2). */
@@ -70,15 +92,79 @@ void tp_emit_addmm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
                    tp_hlo_value_t *out) {
   (void)op;
   tp_hlo_value_t p = emit_matmul(b, in[1], in[2]);
-  tp_hlo_value_t s = tp_emit_cast_to(b, in[0], out_meta);
-  if (n_args > 3 && args[3].kind == TP_ARG_SCALAR) /* beta == 0 ignores self, NaN included */
-    s = tp_hlo_select(b, tp_emit_cast_to(b, tp_hlo_compare(b, TP_CMP_NE, in[3],
-                                                           tp_hlo_constant(b, in[3].dtype, 0)),
-                                          &(tp_meta_t){TP_DTYPE_BOOL, out_meta->ndim,
-                                                       {out_meta->sizes[0], out_meta->sizes[1]}}),
-                      tp_hlo_binary(b, TP_HLO_MUL, s, tp_emit_cast_to(b, in[3], out_meta)),
-                      tp_emit_cast_to(b, tp_hlo_constant(b, out_meta->dtype, 0), out_meta));
-  if (n_args > 4 && args[4].kind == TP_ARG_SCALAR)
-    p = tp_hlo_binary(b, TP_HLO_MUL, p, tp_emit_cast_to(b, in[4], out_meta));
-  out[0] = tp_hlo_binary(b, TP_HLO_ADD, s, p);
+  out[0] = tp_hlo_convert(b, scale_add(b, args, n_args, in, p, 0, 3), out_meta->dtype);
+}
+
+/* bmm(self, mat2) and baddbmm(self, batch1, batch2, *, beta, alpha): code 1 marks baddbmm. */
+tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                          int *n_out) {
+  int a = op->code ? 1 : 0;
+  if (n_args < a + 2 || args[a].kind != TP_ARG_TENSOR || args[a + 1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected tensors", op->name);
+  const tp_meta_t *x = &args[a].meta, *y = &args[a + 1].meta;
+  if (x->ndim != 3 || y->ndim != 3)
+    return tp_make_status(TP_INVALID_ARGUMENT, "batch1 must be a 3D tensor");
+  if (x->sizes[0] != y->sizes[0] || x->sizes[2] != y->sizes[1])
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Expected size for first two dimensions of batch2 tensor to be: "
+                          "[%lld, %lld] but got: [%lld, %lld].", (long long)x->sizes[0],
+                          (long long)x->sizes[2], (long long)y->sizes[0], (long long)y->sizes[1]);
+  if (x->dtype != y->dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type %s but found %s",
+                          tp_dtype_name(x->dtype), tp_dtype_name(y->dtype));
+  tp_meta_t m = {x->dtype, 3, {x->sizes[0], x->sizes[1], y->sizes[2]}};
+  if (op->code) {
+    tp_meta_t shape;
+    TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &m, &shape));
+    for (int i = 3; i < n_args && i < 5; i++)
+      if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = x->dtype;
+  }
+  out[0] = m;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_bmm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  int a = op->code ? 1 : 0;
+  const int64_t xb = 0, yb = 0, xc = 2, yc = 1;
+  tp_hlo_value_t p = tp_hlo_dot_general(b, in[a], in[a + 1], 1, &xb, &yb, 1, &xc, &yc,
+                                        tp_math_dtype(in[a].dtype));
+  if (op->code) p = scale_add(b, args, n_args, in, p, 0, 3);
+  out[0] = tp_hlo_convert(b, p, out_meta->dtype);
+}
+
+/* dot(self, tensor) code 0; mv(self, vec) code 1; addmv(self, mat, vec, *, beta, alpha) code 2. */
+tp_status_t *tp_infer_matvec(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  int a = op->code == 2 ? 1 : 0;
+  if (n_args < a + 2 || args[a].kind != TP_ARG_TENSOR || args[a + 1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected tensors", op->name);
+  const tp_meta_t *x = &args[a].meta, *y = &args[a + 1].meta;
+  if (x->dtype != y->dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "%s: expected both vectors to have same dtype, but found %s and %s",
+                          op->name, tp_dtype_name(x->dtype), tp_dtype_name(y->dtype));
+  int want = op->code == 0 ? 1 : 2;
+  if (x->ndim != want || y->ndim != 1 || x->sizes[want - 1] != y->sizes[0])
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: size mismatch (%d-D x %d-D)", op->name,
+                          x->ndim, y->ndim);
+  tp_meta_t m = {x->dtype, op->code == 0 ? 0 : 1, {x->sizes[0]}};
+  if (op->code == 2)
+    for (int i = 3; i < n_args && i < 5; i++)
+      if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = x->dtype;
+  out[0] = m;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_matvec(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                    int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                    tp_hlo_value_t *out) {
+  int a = op->code == 2 ? 1 : 0;
+  const int64_t xc = op->code == 0 ? 0 : 1, yc = 0;
+  tp_hlo_value_t p = tp_hlo_dot_general(b, in[a], in[a + 1], 0, NULL, NULL, 1, &xc, &yc,
+                                        tp_math_dtype(in[a].dtype));
+  if (op->code == 2) p = scale_add(b, args, n_args, in, p, 0, 3);
+  out[0] = tp_hlo_convert(b, p, out_meta->dtype);
 }

@@ -52,7 +52,9 @@ typedef struct {
 typedef struct tp_op_def tp_op_def_t;
 
 /* Infers outputs from arguments: fills |out| (up to TP_MAX_OUTS) and *n_out, and each SCALAR
- * argument's scalar_dtype. Errors are the user's (INVALID_ARGUMENT with PyTorch-like text). */
+ * argument's scalar_dtype. Errors are the user's (INVALID_ARGUMENT with PyTorch-like text), except
+ * UNIMPLEMENTED, which means "this call has no native lowering": the caller runs it on CPU.
+ * A tensor-list argument arrives flattened: an INT with its length, then its tensors. */
 typedef tp_status_t *(*tp_op_infer_fn)(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                        tp_meta_t *out, int *n_out);
 /* Emits the op: |in| holds a value per argument (TENSOR/SCALAR; others unused); writes one value
@@ -69,6 +71,7 @@ enum {
   TP_OPF_BOOL_RESULT = 1 << 3,  /* result is bool (comparisons, isnan, logical_*) */
   TP_OPF_INT_ONLY = 1 << 4,     /* integral and bool inputs only (bitwise ops) */
   TP_OPF_FLOAT_ONLY = 1 << 5,   /* floating inputs only */
+  TP_OPF_OUT_DTYPE = 1 << 6,    /* the out= form computes in the out tensor's dtype (arange) */
 };
 
 struct tp_op_def {

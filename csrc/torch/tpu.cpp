@@ -432,6 +432,12 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
     if (str.size() >= sizeof(a->arg.s)) return false;
     a->arg.kind = TP_ARG_STR;
     std::memcpy(a->arg.s, str.c_str(), str.size() + 1);
+  } else if (v.isBoolList()) {
+    auto l = v.toBoolList();
+    if (l.size() > TP_MAX_DIMS) return false;
+    a->arg.kind = TP_ARG_INTS;
+    a->arg.n = static_cast<int>(l.size());
+    for (size_t i = 0; i < l.size(); i++) a->arg.ints[i] = l.get(i);
   } else if (v.isIntList()) {
     auto l = v.toIntVector();
     if (l.size() > TP_MAX_DIMS) return false;
@@ -454,7 +460,7 @@ std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
     // Fields PyTorch passes but the lowering has no use for.
     if (n == "layout" || n == "device" || n == "pin_memory" || n == "memory_format")
       roles.push_back(kIgnored);
-    else if (n == "dtype")
+    else if (a.real_type()->str().find("ScalarType") != std::string::npos)
       roles.push_back(kDtype);
     else if (a.type()->kind() == c10::TypeKind::NumberType ||
              (a.type()->kind() == c10::TypeKind::OptionalType &&
@@ -489,29 +495,57 @@ struct TableKernel final : c10::OperatorKernel {
         n_in--;
     auto args = torch::jit::last(*stack, n_args);
     std::call_once(roles_once_, [&] { roles_ = arg_roles(schema); });
+    // Schema arguments become C arguments one to one, except that a tensor list becomes its
+    // length (an INT) followed by its tensors.
     tp_eager_arg_t eargs[TP_MAX_ARGS];
-    bool native = n_in <= TP_MAX_ARGS;
+    int ne = 0;
+    bool native = true;
     for (size_t i = 0; native && i < n_in; i++) {
+      if (ne >= TP_MAX_ARGS) {
+        native = false;
+        break;
+      }
       if (roles_[i] == kIgnored) {
-        std::memset(&eargs[i], 0, sizeof(eargs[i]));
+        std::memset(&eargs[ne++], 0, sizeof(eargs[0]));
         continue;
       }
-      native = convert_arg(args[i], roles_[i] == kScalar, &eargs[i]);
-      if (native && roles_[i] == kDtype && !args[i].isNone()) {
-        eargs[i].arg.i = to_tp(args[i].toScalarType());
-        native = eargs[i].arg.i != TP_DTYPE_INVALID;
+      if (args[i].isTensorList()) {
+        auto list = args[i].toTensorList();
+        if (ne + 1 + static_cast<int>(list.size()) > TP_MAX_ARGS) {
+          native = false;
+          break;
+        }
+        std::memset(&eargs[ne], 0, sizeof(eargs[0]));
+        eargs[ne].arg.kind = TP_ARG_INT;
+        eargs[ne++].arg.i = static_cast<int64_t>(list.size());
+        for (size_t k = 0; native && k < list.size(); k++) {
+          at::Tensor t = list.get(k);
+          native = t.device().type() == DeviceType::PrivateUse1 && convert_arg(t, false, &eargs[ne++]);
+        }
+        continue;
       }
+      native = convert_arg(args[i], roles_[i] == kScalar, &eargs[ne]);
+      if (native && roles_[i] == kDtype && !args[i].isNone()) {
+        eargs[ne].arg.i = to_tp(args[i].toScalarType());
+        native = eargs[ne].arg.i != TP_DTYPE_INVALID;
+      }
+      ne++;
     }
     if (!native) return cpu_fallback(h, stack);
     tp_meta_t metas[TP_MAX_OUTS];
     int n_out = 0;
-    check(tp_eager_infer(op_, eargs, static_cast<int>(n_in), metas, &n_out));
+    tp_status_t* st = tp_eager_infer(op_, eargs, ne, metas, &n_out);
+    if (st && tp_status_code(st) == TP_UNIMPLEMENTED) {  // no native lowering for this call
+      tp_status_free(st);
+      return cpu_fallback(h, stack);
+    }
+    check(st);
     std::vector<at::Tensor> outs;
     if (variant_ == 0) {
       c10::Device dev = c10::Device(DeviceType::PrivateUse1, g_current_device);
-      for (size_t i = 0; i < n_in; i++)
+      for (int i = 0; i < ne; i++)
         if (eargs[i].arg.kind == TP_ARG_TENSOR) {
-          dev = args[i].toTensor().device();
+          dev = c10::Device(DeviceType::PrivateUse1, eargs[i].view.storage->device);
           break;
         }
       c10::DeviceGuard guard(dev);
@@ -524,6 +558,7 @@ struct TableKernel final : c10::OperatorKernel {
     } else {
       for (size_t i = n_in; i < n_args; i++) {
         at::Tensor o = args[i].toTensor();
+        if (tp_op_table[op_].flags & TP_OPF_OUT_DTYPE) metas[i - n_in].dtype = to_tp(o.scalar_type());
         at::native::resize_output(o, c10::IntArrayRef(metas[i - n_in].sizes, metas[i - n_in].ndim));
         check_overlap(o, args, n_in);
         outs.push_back(o);
@@ -537,7 +572,7 @@ struct TableKernel final : c10::OperatorKernel {
                   ": output must be a tpu tensor, got ", outs[k].device());
       views[k] = view_or_throw(outs[k], schema.name().c_str());
     }
-    check(tp_eager_run(op_, eargs, static_cast<int>(n_in), metas, views, n_out));
+    check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
     torch::jit::drop(*stack, n_args);
     for (auto& o : outs) torch::jit::push(*stack, o);
   }

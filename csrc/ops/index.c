@@ -1,0 +1,401 @@
+/* Indexing and shape family: index_select, gather, scatter/scatter_add, index_add, masked_fill,
+ * flip, cat, roll, tril/triu, constant_pad_nd, arange, embedding's dense backward. Gathers and scatters address the input
+ * flattened to 1-D with computed linear indices, so every layout takes the same path. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/families.h"
+
+static int norm_dim(int64_t d, int nd) {
+  int64_t lim = nd ? nd : 1;
+  if (d < -lim || d >= lim) return -1;
+  return (int)(d < 0 ? d + lim : d);
+}
+
+static tp_status_t *bad_dim(const tp_op_def_t *op, int64_t d, int nd) {
+  return tp_make_status(TP_OUT_OF_RANGE,
+                        "%s: Dimension out of range (expected to be in range of [%d, %d], but got "
+                        "%lld)", op->name, -(nd ? nd : 1), (nd ? nd : 1) - 1, (long long)d);
+}
+
+/* Row-major strides of a logical shape. */
+static void strides_of(const tp_meta_t *m, int64_t *st) {
+  int64_t s = 1;
+  for (int i = m->ndim - 1; i >= 0; i--) {
+    st[i] = s;
+    s *= m->sizes[i] > 0 ? m->sizes[i] : 1;
+  }
+}
+
+/* Linear indices into |self| (flattened) for every position of |shape|: coordinate |dim| comes
+ * from |along| (already of |shape|), the others from the position itself. */
+static tp_hlo_value_t linear_index(tp_hlo_builder_t *b, const tp_meta_t *self, const tp_meta_t *shape,
+                                   int dim, tp_hlo_value_t along) {
+  int64_t st[TP_MAX_DIMS];
+  strides_of(self, st);
+  tp_hlo_value_t idx = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), shape->ndim,
+                                           shape->sizes);
+  for (int d = 0; d < shape->ndim; d++) {
+    tp_hlo_value_t c = d == dim ? tp_hlo_convert(b, along, TP_DTYPE_I64)
+                                : tp_hlo_iota(b, TP_DTYPE_I64, shape->ndim, shape->sizes, d);
+    idx = tp_hlo_binary(b, TP_HLO_ADD, idx,
+                        tp_hlo_binary(b, TP_HLO_MUL, c, tp_emit_full_like(b, (double)st[d], &c)));
+  }
+  return idx;
+}
+
+static tp_hlo_value_t flat(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t n = tp_hlo_numel(&x);
+  return tp_hlo_reshape(b, x, 1, &n);
+}
+
+/* An index tensor's values, with negative entries wrapped by |n| where PyTorch allows them. */
+static tp_hlo_value_t index_values(tp_hlo_builder_t *b, tp_hlo_value_t index) {
+  return tp_hlo_convert(b, index, TP_DTYPE_I64);
+}
+
+/* Arguments of a tensor list flattened by the glue: args[at] = count, then the tensors. */
+static int list_count(const tp_op_arg_t *args, int n_args, int at) {
+  return at < n_args && args[at].kind == TP_ARG_INT ? (int)args[at].i : -1;
+}
+
+/* cat skips legacy empty 1-D tensors when others have data. */
+static bool cat_skipped(const tp_op_arg_t *a) { return a->meta.ndim == 1 && a->meta.sizes[0] == 0; }
+
+tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                            int *n_out) {
+  *n_out = 1;
+  switch ((tp_index_t)op->code) {
+    case TP_X_CAT: {
+      int n = list_count(args, n_args, 0);
+      if (n <= 0 || n_args < n + 1)
+        return tp_make_status(TP_INVALID_ARGUMENT, "torch.cat(): expected a non-empty list of Tensors");
+      const tp_op_arg_t *first = NULL;
+      tp_dtype_t dt = tp_result_type(&args[1], n);
+      for (int i = 1; i <= n; i++)
+        if (!cat_skipped(&args[i])) {
+          first = &args[i];
+          break;
+        }
+      if (!first) {
+        out[0] = args[1].meta;
+        out[0].dtype = dt;
+        return NULL;
+      }
+      int64_t d0 = n_args > n + 1 && args[n + 1].kind == TP_ARG_INT ? args[n + 1].i : 0;
+      int dim = norm_dim(d0, first->meta.ndim);
+      if (dim < 0) return bad_dim(op, d0, first->meta.ndim);
+      out[0] = first->meta;
+      out[0].dtype = dt;
+      out[0].sizes[dim] = 0;
+      for (int i = 1; i <= n; i++) {
+        const tp_meta_t *m = &args[i].meta;
+        if (cat_skipped(&args[i])) continue;
+        if (m->ndim != out[0].ndim)
+          return tp_make_status(TP_INVALID_ARGUMENT,
+                                "Tensors must have same number of dimensions: got %d and %d",
+                                out[0].ndim, m->ndim);
+        for (int d = 0; d < m->ndim; d++)
+          if (d != dim && m->sizes[d] != first->meta.sizes[d])
+            return tp_make_status(TP_INVALID_ARGUMENT,
+                                  "Sizes of tensors must match except in dimension %d. Expected "
+                                  "size %lld but got size %lld for tensor number %d in the list.",
+                                  dim, (long long)first->meta.sizes[d], (long long)m->sizes[d], i - 1);
+        out[0].sizes[dim] += m->sizes[dim];
+      }
+      return NULL;
+    }
+    case TP_X_ARANGE: {
+      /* arange.start_step(start, end, step, ...) / arange.start_out(start, end, step) */
+      double v[3];
+      bool any_float = false;
+      for (int i = 0; i < 3; i++) {
+        if (i >= n_args || args[i].kind != TP_ARG_SCALAR)
+          return tp_make_status(TP_INVALID_ARGUMENT, "arange: expected start, end and step");
+        bool f = tp_dtype_is_float(args[i].meta.dtype);
+        any_float = any_float || f;
+        v[i] = f ? args[i].f : (double)args[i].i;
+      }
+      if (v[2] == 0) return tp_make_status(TP_INVALID_ARGUMENT, "step must be nonzero");
+      if ((v[2] > 0 && v[1] < v[0]) || (v[2] < 0 && v[1] > v[0]))
+        return tp_make_status(TP_INVALID_ARGUMENT, "upper bound and larger bound inconsistent with step sign");
+      tp_dtype_t dt = n_args > 3 && args[3].kind == TP_ARG_INT ? (tp_dtype_t)args[3].i
+                      : any_float ? TP_DTYPE_F32 : TP_DTYPE_I64;
+      double size = ceil((v[1] - v[0]) / v[2]);
+      out[0].dtype = dt;
+      out[0].ndim = 1;
+      out[0].sizes[0] = (int64_t)size;
+      args[0].scalar_dtype = args[2].scalar_dtype = TP_DTYPE_F64;
+      args[1].scalar_dtype = TP_DTYPE_F64;
+      return NULL;
+    }
+    case TP_X_EMBEDDING_BACKWARD: {
+      /* (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq) */
+      if (n_args < 5 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+          args[0].meta.ndim < 1)
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+      if (args[4].i) return tp_make_status(TP_UNIMPLEMENTED, "scale_grad_by_freq");
+      out[0].dtype = args[0].meta.dtype;
+      out[0].ndim = 2;
+      out[0].sizes[0] = args[2].i;
+      out[0].sizes[1] = args[0].meta.sizes[args[0].meta.ndim - 1];
+      return NULL;
+    }
+    default: break;
+  }
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
+  const tp_meta_t *self = &args[0].meta;
+  out[0] = *self;
+  int nd = self->ndim;
+  switch ((tp_index_t)op->code) {
+    case TP_X_INDEX_SELECT: case TP_X_GATHER: case TP_X_SCATTER: case TP_X_SCATTER_ADD:
+    case TP_X_INDEX_ADD: {
+      if (n_args < 3 || args[1].kind != TP_ARG_INT || args[2].kind != TP_ARG_TENSOR)
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, ...)", op->name);
+      int dim = norm_dim(args[1].i, nd);
+      if (dim < 0) return bad_dim(op, args[1].i, nd);
+      const tp_meta_t *index = &args[2].meta;
+      if (!tp_dtype_is_int(index->dtype))
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
+      if (op->code == TP_X_INDEX_SELECT) {
+        if (index->ndim > 1)
+          return tp_make_status(TP_INVALID_ARGUMENT, "index_select(): Index is supposed to be a vector");
+        if (nd) out[0].sizes[dim] = index->ndim ? index->sizes[0] : 1;
+      } else if (op->code == TP_X_GATHER) {
+        if (index->ndim != nd && !(nd == 0 && index->ndim <= 1))
+          return tp_make_status(TP_INVALID_ARGUMENT,
+                                "Index tensor must have the same number of dimensions as input tensor");
+        out[0] = *index;
+        out[0].dtype = self->dtype;
+      } else if (op->code == TP_X_INDEX_ADD) {
+        if (n_args < 4 || args[3].kind != TP_ARG_TENSOR || args[3].meta.ndim != nd)
+          return tp_make_status(TP_UNIMPLEMENTED, "index_add: source rank differs");
+        for (int i = 4; i < n_args; i++)
+          if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = self->dtype;
+      } else {
+        if (index->ndim != nd)
+          return tp_make_status(TP_INVALID_ARGUMENT,
+                                "Index tensor must have the same number of dimensions as self tensor");
+        if (n_args > 3 && args[3].kind == TP_ARG_SCALAR) args[3].scalar_dtype = self->dtype;
+        if (n_args > 4 && args[4].kind != TP_ARG_NONE)
+          return tp_make_status(TP_UNIMPLEMENTED, "scatter with reduce");
+      }
+      return NULL;
+    }
+    case TP_X_MASKED_FILL: {
+      if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[1].meta.dtype != TP_DTYPE_BOOL)
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "masked_fill_ only supports boolean masks, but got mask with dtype %s",
+                              tp_dtype_name(args[1].meta.dtype));
+      tp_meta_t shape;
+      TP_RETURN_IF_ERROR(tp_broadcast_shapes(self, &args[1].meta, &shape));
+      if (shape.ndim != nd)
+        return tp_make_status(TP_INVALID_ARGUMENT, "masked_fill: mask has more dims than self");
+      if (args[2].kind == TP_ARG_TENSOR && args[2].meta.ndim != 0)
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "masked_fill_ only supports a 0-dimensional value tensor, but got "
+                              "tensor with %d dimension(s).", args[2].meta.ndim);
+      if (args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
+      return NULL;
+    }
+    case TP_X_FLIP: case TP_X_ROLL: case TP_X_TRIL: case TP_X_TRIU:
+      if ((op->code == TP_X_TRIL || op->code == TP_X_TRIU) && nd < 2)
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
+                              op->name);
+      return NULL;
+    case TP_X_PAD: {
+      if (n_args < 2 || args[1].kind != TP_ARG_INTS || args[1].n % 2 || args[1].n / 2 > nd)
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "Length of pad must be even but instead it equals %d", args[1].n);
+      for (int i = 0; i < args[1].n / 2; i++) {
+        int d = nd - 1 - i;
+        out[0].sizes[d] += args[1].ints[2 * i] + args[1].ints[2 * i + 1];
+        if (out[0].sizes[d] < 0)
+          return tp_make_status(TP_INVALID_ARGUMENT, "constant_pad_nd: resulting padded dimension %d is negative", d);
+      }
+      if (n_args > 2 && args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
+      return NULL;
+    }
+    default:
+      return NULL;
+  }
+}
+
+void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = out_meta;
+  switch ((tp_index_t)op->code) {
+    case TP_X_CAT: {
+      int n = list_count(args, n_args, 0);
+      tp_hlo_value_t parts[TP_MAX_ARGS];
+      int k = 0;
+      int64_t d0 = n_args > n + 1 && args[n + 1].kind == TP_ARG_INT ? args[n + 1].i : 0;
+      int dim = norm_dim(d0, om->ndim);
+      for (int i = 1; i <= n; i++) {
+        if (cat_skipped(&args[i]) && om->ndim != 1) continue;
+        parts[k++] = tp_hlo_convert(b, in[i], om->dtype);
+      }
+      out[0] = k ? tp_hlo_concatenate(b, parts, k, dim < 0 ? 0 : dim)
+                 : tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
+      return;
+    }
+    case TP_X_ARANGE: {
+      tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_F64, 1, om->sizes, 0);
+      tp_hlo_value_t v = tp_hlo_binary(b, TP_HLO_ADD, tp_emit_cast_to(b, in[0], &(tp_meta_t){TP_DTYPE_F64, 1, {om->sizes[0]}}),
+                                       tp_hlo_binary(b, TP_HLO_MUL, io,
+                                                     tp_emit_cast_to(b, in[2], &(tp_meta_t){TP_DTYPE_F64, 1, {om->sizes[0]}})));
+      out[0] = tp_hlo_convert(b, v, om->dtype);
+      return;
+    }
+    case TP_X_EMBEDDING_BACKWARD: {
+      /* Scatter-add each grad row into the row its index names; padding_idx rows stay zero. */
+      int64_t n = tp_meta_numel(&args[1].meta), d = om->sizes[1];
+      tp_dtype_t md = tp_math_dtype(om->dtype);
+      int64_t gs[2] = {n, d};
+      tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_convert(b, in[0], md), 2, gs);
+      tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[1]), 1, &n);
+      int64_t bd0 = 0;
+      tp_hlo_value_t rows = tp_hlo_broadcast_in_dim(b, iv, 2, gs, &bd0);
+      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_NE, rows, tp_emit_full_like(b, (double)args[3].i, &rows));
+      g = tp_hlo_select(b, keep, g, tp_emit_full_like(b, 0, &g));
+      tp_meta_t table = {md, 2, {om->sizes[0], d}}, pos = {md, 2, {n, d}};
+      tp_hlo_value_t idx = linear_index(b, &table, &pos, 0, rows);
+      int64_t total = om->sizes[0] * d;
+      tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), 1, &total);
+      tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, zeros, idx, g, TP_HLO_ADD);
+      out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, r, 2, om->sizes), om->dtype);
+      return;
+    }
+    default: break;
+  }
+  const tp_meta_t *self = &args[0].meta;
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], om->dtype);
+  int nd = self->ndim;
+  switch ((tp_index_t)op->code) {
+    case TP_X_INDEX_SELECT: {
+      int dim = norm_dim(args[1].i, nd);
+      tp_hlo_value_t iv = index_values(b, in[2]);
+      if (nd == 0) {
+        out[0] = x;
+        return;
+      }
+      int64_t one = 1;
+      if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
+      int64_t bd = dim;
+      tp_hlo_value_t along = tp_hlo_broadcast_in_dim(b, iv, om->ndim, om->sizes, &bd);
+      tp_hlo_value_t idx = linear_index(b, self, om, dim, along);
+      out[0] = tp_hlo_gather_1d(b, flat(b, x), idx);
+      return;
+    }
+    case TP_X_GATHER: {
+      int dim = norm_dim(args[1].i, nd);
+      if (nd == 0) {
+        out[0] = tp_hlo_reshape(b, x, om->ndim, om->sizes);
+        return;
+      }
+      tp_hlo_value_t idx = linear_index(b, self, om, dim, index_values(b, in[2]));
+      out[0] = tp_hlo_gather_1d(b, flat(b, x), idx);
+      return;
+    }
+    case TP_X_SCATTER: case TP_X_SCATTER_ADD: case TP_X_INDEX_ADD: {
+      int dim = norm_dim(args[1].i, nd);
+      const tp_meta_t *pos; /* the positions written: index's shape, or source's for index_add */
+      tp_hlo_value_t along, upd;
+      if (op->code == TP_X_INDEX_ADD) {
+        pos = &args[3].meta;
+        int64_t bd = dim;
+        tp_hlo_value_t iv = index_values(b, in[2]);
+        int64_t one = 1;
+        if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
+        along = nd ? tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, &bd) : iv;
+        upd = tp_hlo_convert(b, in[3], om->dtype);
+        if (n_args > 4 && args[4].kind == TP_ARG_SCALAR)
+          upd = tp_hlo_binary(b, TP_HLO_MUL, upd, tp_hlo_broadcast_to(b, in[4], upd.ndim, upd.dims));
+      } else {
+        pos = &args[2].meta;
+        along = index_values(b, in[2]);
+        if (args[3].kind == TP_ARG_TENSOR) {
+          int64_t start[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS];
+          for (int i = 0; i < pos->ndim; i++) step[i] = 1;
+          upd = tp_hlo_slice(b, tp_hlo_convert(b, in[3], om->dtype), start, pos->sizes, step);
+        } else {
+          upd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], om->dtype), pos->ndim, pos->sizes);
+        }
+      }
+      tp_hlo_value_t idx = nd ? linear_index(b, self, pos, dim, along) : tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
+      tp_hlo_value_t r = op->code == TP_X_SCATTER
+                             ? tp_hlo_scatter_1d(b, flat(b, x), idx, upd)
+                             : tp_hlo_scatter_1d_op(b, flat(b, x), idx, upd,
+                                                    om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD);
+      out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+      return;
+    }
+    case TP_X_MASKED_FILL: {
+      tp_hlo_value_t m = tp_hlo_broadcast_to(b, in[1], om->ndim, om->sizes);
+      tp_hlo_value_t v = tp_emit_cast_to(b, in[2], om);
+      out[0] = tp_hlo_select(b, m, v, x);
+      return;
+    }
+    case TP_X_FLIP: {
+      int64_t dims[TP_MAX_DIMS];
+      int n = 0;
+      const tp_op_arg_t *d = n_args > 1 ? &args[1] : NULL;
+      int cnt = d && d->kind == TP_ARG_INTS ? d->n : 0;
+      for (int i = 0; i < cnt; i++) {
+        int dd = norm_dim(d->ints[i], nd);
+        if (dd >= 0 && nd) dims[n++] = dd;
+      }
+      out[0] = tp_hlo_reverse(b, x, n, dims);
+      return;
+    }
+    case TP_X_ROLL: {
+      const tp_op_arg_t *sh = &args[1], *dm = n_args > 2 ? &args[2] : NULL;
+      int n = sh->kind == TP_ARG_INTS ? sh->n : 1;
+      bool flatten = !dm || dm->kind != TP_ARG_INTS || dm->n == 0;
+      tp_hlo_value_t v = flatten ? flat(b, x) : x;
+      for (int k = 0; k < (flatten ? 1 : n); k++) {
+        int dim = flatten ? 0 : norm_dim(dm->ints[k], nd);
+        int64_t len = v.dims[dim];
+        if (len == 0) continue;
+        int64_t s = (sh->kind == TP_ARG_INTS ? sh->ints[k] : sh->i) % len;
+        if (s < 0) s += len;
+        if (s == 0) continue;
+        int64_t a0[TP_MAX_DIMS] = {0}, a1[TP_MAX_DIMS], b0[TP_MAX_DIMS] = {0}, b1[TP_MAX_DIMS], st[TP_MAX_DIMS];
+        for (int i = 0; i < v.ndim; i++) {
+          a1[i] = b1[i] = v.dims[i];
+          st[i] = 1;
+        }
+        a0[dim] = len - s;
+        b1[dim] = len - s;
+        tp_hlo_value_t parts[2] = {tp_hlo_slice(b, v, a0, a1, st), tp_hlo_slice(b, v, b0, b1, st)};
+        v = tp_hlo_concatenate(b, parts, 2, dim);
+      }
+      out[0] = tp_hlo_reshape(b, v, om->ndim, om->sizes);
+      return;
+    }
+    case TP_X_TRIL: case TP_X_TRIU: {
+      int64_t k = n_args > 1 && args[1].kind == TP_ARG_INT ? args[1].i : 0;
+      tp_hlo_value_t row = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 2);
+      tp_hlo_value_t col = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 1);
+      tp_hlo_value_t diff = tp_hlo_binary(b, TP_HLO_SUB, col, row);
+      tp_hlo_value_t kk = tp_emit_full_like(b, (double)k, &diff);
+      tp_hlo_value_t keep = tp_hlo_compare(b, op->code == TP_X_TRIL ? TP_CMP_LE : TP_CMP_GE, diff, kk);
+      out[0] = tp_hlo_select(b, keep, x, tp_emit_full_like(b, 0, &x));
+      return;
+    }
+    case TP_X_PAD: {
+      int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+      for (int i = 0; i < args[1].n / 2; i++) {
+        lo[nd - 1 - i] = args[1].ints[2 * i];
+        hi[nd - 1 - i] = args[1].ints[2 * i + 1];
+      }
+      tp_hlo_value_t v = n_args > 2 && args[2].kind == TP_ARG_SCALAR ? tp_hlo_convert(b, in[2], om->dtype)
+                                                                     : tp_hlo_constant(b, om->dtype, 0);
+      out[0] = tp_hlo_pad(b, x, v, lo, hi);
+      return;
+    }
+    default:
+      out[0] = x;
+  }
+}

@@ -1,0 +1,512 @@
+/* Neural-network family: softmax/log_softmax and their backwards, activation backwards, gelu,
+ * leaky_relu/hardtanh/elu, layer norm (forward and backward), mse and nll losses. Half types
+ * compute in f32. */
+#include <math.h>
+#include <string.h>
+
+#include "ops/families.h"
+
+static int norm_dim(int64_t d, int nd) {
+  int64_t lim = nd ? nd : 1;
+  if (d < -lim || d >= lim) return -1;
+  return (int)(d < 0 ? d + lim : d);
+}
+
+static tp_status_t *dim_arg(const tp_op_def_t *op, const tp_op_arg_t *a, int nd, int *out) {
+  *out = a->kind == TP_ARG_INT ? norm_dim(a->i, nd) : -1;
+  if (*out < 0)
+    return tp_make_status(TP_OUT_OF_RANGE, "%s: Dimension out of range (got %lld for %d dims)",
+                          op->name, (long long)a->i, nd);
+  return NULL;
+}
+
+/* Sum over |dim| keeping it (size 1) and broadcast back to |x|'s shape. */
+static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
+  int64_t d = dim;
+  tp_hlo_value_t s = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, x.ndim ? 1 : 0, &d);
+  int64_t bd[TP_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < x.ndim; i++)
+    if (i != dim) bd[n++] = i;
+  return x.ndim ? tp_hlo_broadcast_in_dim(b, s, x.ndim, x.dims, bd) : s;
+}
+
+static tp_hlo_value_t max_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
+  if (x.ndim == 0) return x;
+  int64_t d = dim;
+  tp_hlo_value_t m = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, -INFINITY), TP_HLO_MAX, 1, &d);
+  tp_hlo_value_t finite = tp_hlo_unary(b, TP_HLO_IS_FINITE, m);
+  m = tp_hlo_select(b, finite, m, tp_emit_full_like(b, 0, &m));
+  int64_t bd[TP_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < x.ndim; i++)
+    if (i != dim) bd[n++] = i;
+  return tp_hlo_broadcast_in_dim(b, m, x.ndim, x.dims, bd);
+}
+
+/* _softmax(self, dim, half_to_float) and _log_softmax. */
+tp_status_t *tp_infer_softmax(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                              int *n_out) {
+  if (n_args < 2 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim)", op->name);
+  int dim;
+  TP_RETURN_IF_ERROR(dim_arg(op, &args[1], args[0].meta.ndim, &dim));
+  if (!tp_dtype_is_float(args[0].meta.dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
+                          tp_dtype_name(args[0].meta.dtype));
+  out[0] = args[0].meta;
+  if (n_args > 2 && args[2].kind == TP_ARG_INT && args[2].i) out[0].dtype = TP_DTYPE_F32;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_softmax(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                     tp_hlo_value_t *out) {
+  int dim = norm_dim(args[1].i, args[0].meta.ndim);
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(out_meta->dtype));
+  tp_hlo_value_t z = tp_hlo_binary(b, TP_HLO_SUB, x, max_keep(b, x, dim));
+  tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP, z);
+  tp_hlo_value_t s = sum_keep(b, e, dim);
+  tp_hlo_value_t r = op->code ? tp_hlo_binary(b, TP_HLO_SUB, z, tp_hlo_unary(b, TP_HLO_LOG, s))
+                              : tp_hlo_binary(b, TP_HLO_DIV, e, s);
+  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
+}
+
+/* _softmax_backward_data(grad_output, output, dim, input_dtype) and the log variant. */
+tp_status_t *tp_infer_softmax_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                       tp_meta_t *out, int *n_out) {
+  if (n_args < 4 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (grad, output, dim, dtype)", op->name);
+  int dim;
+  TP_RETURN_IF_ERROR(dim_arg(op, &args[2], args[0].meta.ndim, &dim));
+  out[0] = args[0].meta;
+  if (args[3].kind == TP_ARG_INT) out[0].dtype = (tp_dtype_t)args[3].i;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_softmax_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                              int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                              tp_hlo_value_t *out) {
+  int dim = norm_dim(args[2].i, args[0].meta.ndim);
+  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
+  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), y = tp_hlo_convert(b, in[1], md);
+  tp_hlo_value_t r;
+  if (op->code) /* log_softmax: g - exp(y) * sum(g) */
+    r = tp_hlo_binary(b, TP_HLO_SUB, g,
+                      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_EXP, y), sum_keep(b, g, dim)));
+  else /* softmax: y * (g - sum(g * y)) */
+    r = tp_hlo_binary(b, TP_HLO_MUL, y,
+                      tp_hlo_binary(b, TP_HLO_SUB, g, sum_keep(b, tp_hlo_binary(b, TP_HLO_MUL, g, y), dim)));
+  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
+}
+
+/* Activations with their own parameters. code: an activation of tp_activation_t. The forward
+ * form is (self, params...); the backward form is (grad_output, self_or_result, params...). */
+tp_status_t *tp_infer_activation(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                 tp_meta_t *out, int *n_out) {
+  bool backward = op->code >= TP_A_BACKWARD;
+  int n_tensors = backward ? 2 : 1;
+  for (int i = 0; i < n_tensors; i++)
+    if (i >= n_args || args[i].kind != TP_ARG_TENSOR)
+      return tp_make_status(TP_INVALID_ARGUMENT, "%s: argument %d must be a tensor", op->name, i);
+  tp_meta_t shape = args[0].meta;
+  if (backward) TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
+  shape.dtype = tp_result_type(args, n_tensors);
+  if (!tp_dtype_is_float(shape.dtype) && op->code != TP_A_LEAKY_RELU && op->code != TP_A_HARDTANH)
+    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
+                          tp_dtype_name(shape.dtype));
+  for (int i = n_tensors; i < n_args; i++)
+    if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = tp_math_dtype(shape.dtype);
+  out[0] = shape;
+  *n_out = 1;
+  return NULL;
+}
+
+static tp_hlo_value_t scalar_arg(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                                 const tp_hlo_value_t *in, int i, double dflt,
+                                 const tp_hlo_value_t *like) {
+  if (i < n_args && args[i].kind == TP_ARG_SCALAR)
+    return tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[i], like->dtype), like->ndim, like->dims);
+  return tp_emit_full_like(b, dflt, like);
+}
+
+static tp_hlo_value_t gelu_cdf_parts(tp_hlo_builder_t *b, tp_hlo_value_t x, bool tanh_approx,
+                                     tp_hlo_value_t *out_pdf_term) {
+  /* Returns Phi(x) and, in *out_pdf_term, d/dx [x * Phi(x)] - Phi(x) = x * phi(x). */
+  if (tanh_approx) {
+    const double k = 0.7978845608028654, c = 0.044715;
+    tp_hlo_value_t x2 = tp_hlo_binary(b, TP_HLO_MUL, x, x);
+    tp_hlo_value_t inner = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, k, &x),
+                                         tp_hlo_binary(b, TP_HLO_ADD, x,
+                                                       tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, c, &x),
+                                                                     tp_hlo_binary(b, TP_HLO_MUL, x2, x))));
+    tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_TANH, inner);
+    tp_hlo_value_t half = tp_emit_full_like(b, 0.5, &x), one = tp_emit_full_like(b, 1, &x);
+    tp_hlo_value_t cdf = tp_hlo_binary(b, TP_HLO_MUL, half, tp_hlo_binary(b, TP_HLO_ADD, one, t));
+    if (out_pdf_term) {
+      tp_hlo_value_t dinner = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, k, &x),
+                                            tp_hlo_binary(b, TP_HLO_ADD, one,
+                                                          tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, 3 * c, &x), x2)));
+      tp_hlo_value_t sech2 = tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, t, t));
+      *out_pdf_term = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, half, x),
+                                    tp_hlo_binary(b, TP_HLO_MUL, sech2, dinner));
+    }
+    return cdf;
+  }
+  tp_hlo_value_t cdf = tp_hlo_binary(
+      b, TP_HLO_MUL, tp_emit_full_like(b, 0.5, &x),
+      tp_hlo_binary(b, TP_HLO_ADD, tp_emit_full_like(b, 1, &x),
+                    tp_hlo_unary(b, TP_HLO_ERF, tp_hlo_binary(b, TP_HLO_MUL, x, tp_emit_full_like(b, M_SQRT1_2, &x)))));
+  if (out_pdf_term) {
+    tp_hlo_value_t pdf = tp_hlo_binary(
+        b, TP_HLO_MUL, tp_emit_full_like(b, 0.3989422804014327, &x),
+        tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, -0.5, &x),
+                                                  tp_hlo_binary(b, TP_HLO_MUL, x, x))));
+    *out_pdf_term = tp_hlo_binary(b, TP_HLO_MUL, x, pdf);
+  }
+  return cdf;
+}
+
+static bool approx_tanh(const tp_op_arg_t *args, int n_args, int i) {
+  return i < n_args && args[i].kind == TP_ARG_STR && strcmp(args[i].s, "tanh") == 0;
+}
+
+void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                        int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                        tp_hlo_value_t *out) {
+  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
+  bool backward = op->code >= TP_A_BACKWARD;
+  tp_hlo_value_t g = backward ? tp_emit_cast_shape(b, in[0], md, out_meta) : (tp_hlo_value_t){0};
+  tp_hlo_value_t x = tp_emit_cast_shape(b, in[backward ? 1 : 0], md, out_meta);
+  int p = backward ? 2 : 1; /* first parameter */
+  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), one = tp_emit_full_like(b, 1, &x), r;
+  switch ((tp_activation_t)op->code) {
+    case TP_A_GELU:
+      r = tp_hlo_binary(b, TP_HLO_MUL, x, gelu_cdf_parts(b, x, approx_tanh(args, n_args, 1), NULL));
+      break;
+    case TP_A_GELU_BACKWARD: {
+      tp_hlo_value_t term;
+      tp_hlo_value_t cdf = gelu_cdf_parts(b, x, approx_tanh(args, n_args, 2), &term);
+      r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_ADD, cdf, term));
+      break;
+    }
+    case TP_A_LEAKY_RELU: {
+      tp_hlo_value_t s = scalar_arg(b, args, n_args, in, p, 0.01, &x);
+      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x, tp_hlo_binary(b, TP_HLO_MUL, x, s));
+      break;
+    }
+    case TP_A_LEAKY_RELU_BACKWARD: {
+      tp_hlo_value_t s = scalar_arg(b, args, n_args, in, p, 0.01, &x);
+      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), g, tp_hlo_binary(b, TP_HLO_MUL, g, s));
+      break;
+    }
+    case TP_A_HARDTANH: {
+      tp_hlo_value_t lo = scalar_arg(b, args, n_args, in, p, -1, &x);
+      tp_hlo_value_t hi = scalar_arg(b, args, n_args, in, p + 1, 1, &x);
+      r = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, x, lo), hi);
+      break;
+    }
+    case TP_A_HARDTANH_BACKWARD: {
+      tp_hlo_value_t lo = scalar_arg(b, args, n_args, in, p, -1, &x);
+      tp_hlo_value_t hi = scalar_arg(b, args, n_args, in, p + 1, 1, &x);
+      tp_hlo_value_t inside = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GT, x, lo),
+                                            tp_hlo_compare(b, TP_CMP_LT, x, hi));
+      r = tp_hlo_select(b, inside, g, zero);
+      break;
+    }
+    case TP_A_ELU: {
+      /* elu(x; alpha, scale, input_scale) = x > 0 ? scale*x : scale*alpha*(exp(x*input_scale)-1) */
+      tp_hlo_value_t alpha = scalar_arg(b, args, n_args, in, 1, 1, &x);
+      tp_hlo_value_t scale = scalar_arg(b, args, n_args, in, 2, 1, &x);
+      tp_hlo_value_t iscale = scalar_arg(b, args, n_args, in, 3, 1, &x);
+      tp_hlo_value_t neg = tp_hlo_binary(b, TP_HLO_MUL, alpha,
+                                         tp_hlo_unary(b, TP_HLO_EXPM1, tp_hlo_binary(b, TP_HLO_MUL, x, iscale)));
+      r = tp_hlo_binary(b, TP_HLO_MUL, scale,
+                        tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x, neg));
+      break;
+    }
+    case TP_A_SIGMOID_BACKWARD: /* g * y * (1 - y), x holds the output y */
+      r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_binary(b, TP_HLO_SUB, one, x)));
+      break;
+    case TP_A_TANH_BACKWARD: /* g * (1 - y^2) */
+      r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, x, x)));
+      break;
+    case TP_A_SILU_BACKWARD: { /* g * s * (1 + x * (1 - s)) */
+      tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_LOGISTIC, x);
+      r = tp_hlo_binary(b, TP_HLO_MUL, g,
+                        tp_hlo_binary(b, TP_HLO_MUL, s,
+                                      tp_hlo_binary(b, TP_HLO_ADD, one,
+                                                    tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_binary(b, TP_HLO_SUB, one, s)))));
+      break;
+    }
+    default: r = x;
+  }
+  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
+}
+
+/* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd). */
+static tp_status_t *layer_norm_axis(const tp_op_def_t *op, const tp_op_arg_t *in,
+                                    const tp_op_arg_t *shape, int *axis) {
+  int k = shape->kind == TP_ARG_INTS ? shape->n : 0;
+  *axis = in->meta.ndim - k;
+  if (*axis < 0)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: normalized_shape has more dims than input",
+                          op->name);
+  for (int i = 0; i < k; i++)
+    if (in->meta.sizes[*axis + i] != shape->ints[i])
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "Given normalized_shape=[...%lld], expected input with shape "
+                            "[*, ...%lld] at dim %d", (long long)shape->ints[i],
+                            (long long)shape->ints[i], *axis + i);
+  return NULL;
+}
+
+tp_status_t *tp_infer_layer_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                 tp_meta_t *out, int *n_out) {
+  if (n_args < 5 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (input, shape, weight, bias, eps)",
+                          op->name);
+  int axis;
+  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[0], &args[1], &axis));
+  out[0] = args[0].meta;
+  out[1] = args[0].meta; /* mean and rstd: the input's dtype, computed in f32 for half types */
+  for (int i = axis; i < out[1].ndim; i++) out[1].sizes[i] = 1;
+  out[2] = out[1];
+  *n_out = 3;
+  return NULL;
+}
+
+/* x normalized over dims [axis, ndim): mean and rstd keep those dims at size 1. */
+static void normalize(tp_hlo_builder_t *b, tp_hlo_value_t x, int axis, tp_hlo_value_t eps,
+                      tp_hlo_value_t *out_mean, tp_hlo_value_t *out_rstd, tp_hlo_value_t *out_xhat) {
+  int64_t dims[TP_MAX_DIMS], bd[TP_MAX_DIMS], kept[TP_MAX_DIMS];
+  int n = 0;
+  int64_t count = 1;
+  for (int i = axis; i < x.ndim; i++) {
+    dims[n++] = i;
+    count *= x.dims[i];
+  }
+  for (int i = 0; i < x.ndim; i++) kept[i] = i < axis ? x.dims[i] : 1;
+  for (int i = 0; i < axis; i++) bd[i] = i;
+  tp_hlo_value_t zero = tp_hlo_constant(b, x.dtype, 0);
+  tp_hlo_value_t mean = tp_hlo_reduce(b, x, zero, TP_HLO_ADD, n, dims);
+  mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_emit_full_like(b, (double)count, &mean));
+  tp_hlo_value_t mean_b = tp_hlo_broadcast_in_dim(b, mean, x.ndim, x.dims, bd);
+  tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, mean_b);
+  tp_hlo_value_t var = tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), zero, TP_HLO_ADD, n, dims);
+  var = tp_hlo_binary(b, TP_HLO_DIV, var, tp_emit_full_like(b, (double)count, &var));
+  tp_hlo_value_t rstd = tp_hlo_unary(
+      b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_hlo_broadcast_to(b, eps, var.ndim, var.dims)));
+  *out_xhat = tp_hlo_binary(b, TP_HLO_MUL, d, tp_hlo_broadcast_in_dim(b, rstd, x.ndim, x.dims, bd));
+  *out_mean = tp_hlo_reshape(b, mean, x.ndim, kept);
+  *out_rstd = tp_hlo_reshape(b, rstd, x.ndim, kept);
+}
+
+void tp_emit_layer_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                        int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                        tp_hlo_value_t *out) {
+  int axis = args[0].meta.ndim - (args[1].kind == TP_ARG_INTS ? args[1].n : 0);
+  tp_dtype_t md = tp_math_dtype(out_meta[1].dtype);
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
+  tp_hlo_value_t eps = tp_hlo_constant(b, md, args[4].kind == TP_ARG_FLOAT ? args[4].f : 1e-5);
+  tp_hlo_value_t mean, rstd, y;
+  normalize(b, x, axis, eps, &mean, &rstd, &y);
+  int64_t bd[TP_MAX_DIMS];
+  for (int i = axis; i < x.ndim; i++) bd[i - axis] = i;
+  if (args[2].kind == TP_ARG_TENSOR)
+    y = tp_hlo_binary(b, TP_HLO_MUL, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[2], md), x.ndim, x.dims, bd));
+  if (args[3].kind == TP_ARG_TENSOR)
+    y = tp_hlo_binary(b, TP_HLO_ADD, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[3], md), x.ndim, x.dims, bd));
+  out[0] = tp_hlo_convert(b, y, out_meta[0].dtype);
+  out[1] = tp_hlo_convert(b, mean, out_meta[1].dtype);
+  out[2] = tp_hlo_convert(b, rstd, out_meta[2].dtype);
+}
+
+/* native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
+ * output_mask) -> (grad_input, grad_weight, grad_bias); all three are computed. */
+tp_status_t *tp_infer_layer_norm_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                          tp_meta_t *out, int *n_out) {
+  if (n_args < 7 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+      args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  int axis;
+  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[1], &args[2], &axis));
+  out[0] = args[1].meta;
+  tp_meta_t w = {args[1].meta.dtype, args[2].n, {0}};
+  for (int i = 0; i < args[2].n; i++) w.sizes[i] = args[2].ints[i];
+  if (args[5].kind == TP_ARG_TENSOR) w.dtype = args[5].meta.dtype;
+  out[1] = w;
+  out[2] = w;
+  if (args[6].kind == TP_ARG_TENSOR) out[2].dtype = args[6].meta.dtype;
+  *n_out = 3;
+  return NULL;
+}
+
+void tp_emit_layer_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
+                                 const tp_op_arg_t *args, int n_args, const tp_hlo_value_t *in,
+                                 const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  int axis = args[1].meta.ndim - args[2].n;
+  tp_dtype_t md = tp_math_dtype(in[3].dtype);
+  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), x = tp_hlo_convert(b, in[1], md);
+  tp_hlo_value_t mean = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], md), x.ndim, x.dims);
+  tp_hlo_value_t rstd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[4], md), x.ndim, x.dims);
+  tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, mean), rstd);
+  int64_t inner[TP_MAX_DIMS], outer[TP_MAX_DIMS], bd[TP_MAX_DIMS];
+  int ni = 0, no = 0;
+  int64_t count = 1;
+  for (int i = 0; i < x.ndim; i++) {
+    if (i >= axis) {
+      inner[ni++] = i;
+      count *= x.dims[i];
+    } else {
+      outer[no++] = i;
+    }
+  }
+  for (int i = axis; i < x.ndim; i++) bd[i - axis] = i;
+  tp_hlo_value_t zero = tp_hlo_constant(b, md, 0);
+  tp_hlo_value_t gw = g; /* g * weight */
+  if (args[5].kind == TP_ARG_TENSOR)
+    gw = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[5], md), x.ndim, x.dims, bd));
+  /* dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) over the normalized dims */
+  tp_hlo_value_t keep_shape_sum1 = tp_hlo_reduce(b, gw, zero, TP_HLO_ADD, ni, inner);
+  tp_hlo_value_t keep_shape_sum2 = tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, gw, xhat), zero, TP_HLO_ADD, ni, inner);
+  int64_t obd[TP_MAX_DIMS];
+  for (int i = 0; i < no; i++) obd[i] = outer[i];
+  tp_hlo_value_t s1 = tp_hlo_broadcast_in_dim(b, keep_shape_sum1, x.ndim, x.dims, obd);
+  tp_hlo_value_t s2 = tp_hlo_broadcast_in_dim(b, keep_shape_sum2, x.ndim, x.dims, obd);
+  tp_hlo_value_t inv_n = tp_emit_full_like(b, 1.0 / (double)(count ? count : 1), &x);
+  tp_hlo_value_t dx = tp_hlo_binary(
+      b, TP_HLO_MUL, rstd,
+      tp_hlo_binary(b, TP_HLO_SUB,
+                    tp_hlo_binary(b, TP_HLO_SUB, gw, tp_hlo_binary(b, TP_HLO_MUL, s1, inv_n)),
+                    tp_hlo_binary(b, TP_HLO_MUL, xhat, tp_hlo_binary(b, TP_HLO_MUL, s2, inv_n))));
+  out[0] = tp_hlo_convert(b, dx, out_meta[0].dtype);
+  tp_hlo_value_t dw = tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, g, xhat), zero, TP_HLO_ADD, no, outer);
+  tp_hlo_value_t db = tp_hlo_reduce(b, g, zero, TP_HLO_ADD, no, outer);
+  out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, dw, out_meta[1].ndim, out_meta[1].sizes), out_meta[1].dtype);
+  out[2] = tp_hlo_convert(b, tp_hlo_reshape(b, db, out_meta[2].ndim, out_meta[2].sizes), out_meta[2].dtype);
+}
+
+/* Loss reduction: 0 none, 1 mean, 2 sum (at::Reduction). */
+static tp_hlo_value_t reduce_loss(tp_hlo_builder_t *b, tp_hlo_value_t l, int64_t reduction) {
+  if (reduction == 0) return l;
+  int64_t dims[TP_MAX_DIMS];
+  for (int i = 0; i < l.ndim; i++) dims[i] = i;
+  tp_hlo_value_t s = tp_hlo_reduce(b, l, tp_hlo_constant(b, l.dtype, 0), TP_HLO_ADD, l.ndim, dims);
+  if (reduction == 1)
+    s = tp_hlo_binary(b, TP_HLO_DIV, s, tp_hlo_constant(b, l.dtype, (double)tp_hlo_numel(&l)));
+  return s;
+}
+
+/* mse_loss(self, target, reduction) and mse_loss_backward(grad, self, target, reduction). */
+tp_status_t *tp_infer_mse(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                          int *n_out) {
+  int t0 = op->code ? 1 : 0; /* backward: grad first */
+  if (n_args < t0 + 3 || args[t0].kind != TP_ARG_TENSOR || args[t0 + 1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  tp_meta_t shape;
+  TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[t0].meta, &args[t0 + 1].meta, &shape));
+  shape.dtype = tp_result_type(&args[t0], 2);
+  out[0] = shape;
+  if (!op->code && args[2].i != 0) out[0].ndim = 0;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_mse(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  int t0 = op->code ? 1 : 0;
+  tp_meta_t shape = args[t0].meta;
+  tp_broadcast_shapes(&args[t0].meta, &args[t0 + 1].meta, &shape);
+  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
+  tp_hlo_value_t x = tp_emit_cast_shape(b, in[t0], md, &shape);
+  tp_hlo_value_t y = tp_emit_cast_shape(b, in[t0 + 1], md, &shape);
+  tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, y);
+  int64_t reduction = args[t0 + 2].i;
+  if (!op->code) {
+    out[0] = tp_hlo_convert(b, reduce_loss(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), reduction), out_meta->dtype);
+    return;
+  }
+  double scale = reduction == 1 ? 2.0 / (double)tp_hlo_numel(&d) : 2.0;
+  tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, &shape);
+  out[0] = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, d, g),
+                                           tp_emit_full_like(b, scale, &d)), out_meta->dtype);
+}
+
+/* nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight);
+ * nll_loss_backward(grad, self, target, weight?, reduction, ignore_index, total_weight).
+ * The class is picked with a one-hot mask over the class dim (dim 1, or 0 for 1-D input). */
+tp_status_t *tp_infer_nll(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                          int *n_out) {
+  int s = op->code ? 1 : 0;
+  if (n_args < s + 5 || args[s].kind != TP_ARG_TENSOR || args[s + 1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  const tp_meta_t *x = &args[s].meta;
+  if (x->ndim < 1 || x->ndim > 2 || !tp_dtype_is_float(x->dtype))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: native only for 1-D/2-D float input", op->name);
+  if (!tp_dtype_is_int(args[s + 1].meta.dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type Long but found %s",
+                          tp_dtype_name(args[s + 1].meta.dtype));
+  if (op->code) {
+    out[0] = *x;
+    *n_out = 1;
+    return NULL;
+  }
+  int64_t reduction = args[3].i;
+  out[0] = *x;
+  out[0].ndim = reduction == 0 && x->ndim == 2 ? 1 : 0;
+  out[1] = *x;
+  out[1].ndim = 0;
+  *n_out = 2;
+  return NULL;
+}
+
+void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  int s = op->code ? 1 : 0;
+  tp_dtype_t md = tp_math_dtype(args[s].meta.dtype);
+  tp_hlo_value_t x = tp_hlo_convert(b, in[s], md);
+  int cdim = x.ndim == 2 ? 1 : 0;
+  tp_hlo_value_t t = tp_hlo_convert(b, in[s + 1], TP_DTYPE_I64);
+  int64_t bd[1] = {0};
+  tp_hlo_value_t tb = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, t, 2, x.dims, bd)
+                                  : tp_hlo_broadcast_to(b, t, 1, x.dims);
+  tp_hlo_value_t cls = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, cdim);
+  tp_hlo_value_t onehot = tp_hlo_compare(b, TP_CMP_EQ, cls, tb);
+  int64_t ignore = args[s + 4].i;
+  tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_NE, t, tp_emit_full_like(b, (double)ignore, &t));
+  /* Per-sample weight: weight[target] (1 without weights), 0 where ignored. */
+  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+  tp_hlo_value_t wfull = args[s + 2].kind == TP_ARG_TENSOR
+                             ? tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[s + 2], md), x.ndim, x.dims,
+                                                       (int64_t[]){cdim})
+                             : tp_emit_full_like(b, 1, &x);
+  tp_hlo_value_t wsel = tp_hlo_select(b, onehot, wfull, zero);
+  int64_t cd = cdim;
+  tp_hlo_value_t w = tp_hlo_reduce(b, wsel, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, &cd);
+  w = tp_hlo_select(b, valid, w, tp_emit_full_like(b, 0, &w));
+  int64_t reduction = args[s + 3].i;
+  int64_t all[1] = {0};
+  tp_hlo_value_t total = w.ndim ? tp_hlo_reduce(b, w, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : w;
+  if (!op->code) {
+    tp_hlo_value_t picked = tp_hlo_reduce(b, tp_hlo_select(b, onehot, x, zero), tp_hlo_constant(b, md, 0),
+                                          TP_HLO_ADD, 1, &cd);
+    tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_binary(b, TP_HLO_MUL, picked, w));
+    if (reduction != 0) {
+      l = l.ndim ? tp_hlo_reduce(b, l, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : l;
+      if (reduction == 1) l = tp_hlo_binary(b, TP_HLO_DIV, l, total);
+    }
+    out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, l, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
+    out[1] = tp_hlo_convert(b, total, out_meta[1].dtype);
+    return;
+  }
+  /* grad_input = -onehot * w * grad (/ total for mean). */
+  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md);
+  if (reduction == 1) g = tp_hlo_binary(b, TP_HLO_DIV, g, tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[s + 5], md), g.ndim, g.dims));
+  tp_hlo_value_t gw = reduction == 0 && w.ndim ? tp_hlo_binary(b, TP_HLO_MUL, w, g)
+                                                : tp_hlo_binary(b, TP_HLO_MUL, w, tp_hlo_broadcast_to(b, g, w.ndim, w.dims));
+  tp_hlo_value_t gx = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, gw, 2, x.dims, bd) : tp_hlo_broadcast_to(b, gw, 1, x.dims);
+  out[0] = tp_hlo_convert(b, tp_hlo_select(b, onehot, tp_hlo_unary(b, TP_HLO_NEG, gx), zero), out_meta[0].dtype);
+}
