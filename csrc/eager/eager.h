@@ -43,7 +43,8 @@ tp_exec_cache_t *tp_eager_cache(void);
 /* Every op waits for completion (errors point at the op that caused them). */
 void tp_eager_set_blocking(int blocking);
 
-/* Infers output metas of op |op| (a table index) and fills scalar_dtype of SCALAR args. */
+/* Infers output metas of op |op| (a table index) and fills scalar_dtype of SCALAR args.
+ * |out_metas| has room for TP_MAX_OUTS entries. */
 tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t *out_metas,
                             int *n_out);
 /* Runs |op| writing its outputs into |outs| (whose shapes equal |out_metas|; their dtypes may

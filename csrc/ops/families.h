@@ -77,6 +77,8 @@ TP_DECLARE_OP(tp_infer_layer_norm, tp_emit_layer_norm)
 TP_DECLARE_OP(tp_infer_layer_norm_backward, tp_emit_layer_norm_backward)
 TP_DECLARE_OP(tp_infer_mse, tp_emit_mse)
 TP_DECLARE_OP(tp_infer_nll, tp_emit_nll)
+TP_DECLARE_OP(tp_infer_batch_norm, tp_emit_batch_norm)
+TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 /* linalg.c */

@@ -242,9 +242,9 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
     }
     case TP_X_ARANGE: {
       tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_F64, 1, om->sizes, 0);
-      tp_hlo_value_t v = tp_hlo_binary(b, TP_HLO_ADD, tp_emit_cast_to(b, in[0], &(tp_meta_t){TP_DTYPE_F64, 1, {om->sizes[0]}}),
+      tp_hlo_value_t v = tp_hlo_binary(b, TP_HLO_ADD, tp_emit_cast_to(b, in[0], &(tp_meta_t){.dtype = TP_DTYPE_F64, .ndim = 1, .sizes = {om->sizes[0]}}),
                                        tp_hlo_binary(b, TP_HLO_MUL, io,
-                                                     tp_emit_cast_to(b, in[2], &(tp_meta_t){TP_DTYPE_F64, 1, {om->sizes[0]}})));
+                                                     tp_emit_cast_to(b, in[2], &(tp_meta_t){.dtype = TP_DTYPE_F64, .ndim = 1, .sizes = {om->sizes[0]}})));
       out[0] = tp_hlo_convert(b, v, om->dtype);
       return;
     }
@@ -259,7 +259,8 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       tp_hlo_value_t rows = tp_hlo_broadcast_in_dim(b, iv, 2, gs, &bd0);
       tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_NE, rows, tp_emit_full_like(b, (double)args[3].i, &rows));
       g = tp_hlo_select(b, keep, g, tp_emit_full_like(b, 0, &g));
-      tp_meta_t table = {md, 2, {om->sizes[0], d}}, pos = {md, 2, {n, d}};
+      tp_meta_t table = {.dtype = md, .ndim = 2, .sizes = {om->sizes[0], d}};
+      tp_meta_t pos = {.dtype = md, .ndim = 2, .sizes = {n, d}};
       tp_hlo_value_t idx = linear_index(b, &table, &pos, 0, rows);
       int64_t total = om->sizes[0] * d;
       tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), 1, &total);

@@ -49,7 +49,7 @@ void tp_emit_mm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *a
  * present, in p's (accumulation) dtype. beta == 0 ignores self entirely, NaN included. */
 static tp_hlo_value_t scale_add(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                                 const tp_hlo_value_t *in, tp_hlo_value_t p, int self_i, int scal_i) {
-  tp_meta_t m = {p.dtype, p.ndim, {0}};
+  tp_meta_t m = {.dtype = p.dtype, .ndim = p.ndim};
   memcpy(m.sizes, p.dims, sizeof(int64_t) * (size_t)p.ndim);
   tp_hlo_value_t s = tp_emit_cast_to(b, in[self_i], &m);
   if (n_args > scal_i && args[scal_i].kind == TP_ARG_SCALAR) {
@@ -70,7 +70,8 @@ tp_status_t *tp_infer_addmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       args[2].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected three tensors", op->name);
   TP_RETURN_IF_ERROR(check_mm(op->name, &args[1].meta, &args[2].meta));
-  tp_meta_t prod = {args[1].meta.dtype, 2, {args[1].meta.sizes[0], args[2].meta.sizes[1]}};
+  tp_meta_t prod = {.dtype = args[1].meta.dtype, .ndim = 2,
+                    .sizes = {args[1].meta.sizes[0], args[2].meta.sizes[1]}};
   tp_meta_t shape;
   TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &prod, &shape));
   if (shape.ndim != 2 || shape.sizes[0] != prod.sizes[0] || shape.sizes[1] != prod.sizes[1])
@@ -112,7 +113,7 @@ tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
   if (x->dtype != y->dtype)
     return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type %s but found %s",
                           tp_dtype_name(x->dtype), tp_dtype_name(y->dtype));
-  tp_meta_t m = {x->dtype, 3, {x->sizes[0], x->sizes[1], y->sizes[2]}};
+  tp_meta_t m = {.dtype = x->dtype, .ndim = 3, .sizes = {x->sizes[0], x->sizes[1], y->sizes[2]}};
   if (op->code) {
     tp_meta_t shape;
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &m, &shape));
@@ -149,7 +150,7 @@ tp_status_t *tp_infer_matvec(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   if (x->ndim != want || y->ndim != 1 || x->sizes[want - 1] != y->sizes[0])
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: size mismatch (%d-D x %d-D)", op->name,
                           x->ndim, y->ndim);
-  tp_meta_t m = {x->dtype, op->code == 0 ? 0 : 1, {x->sizes[0]}};
+  tp_meta_t m = {.dtype = x->dtype, .ndim = op->code == 0 ? 0 : 1, .sizes = {x->sizes[0]}};
   if (op->code == 2)
     for (int i = 3; i < n_args && i < 5; i++)
       if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = x->dtype;

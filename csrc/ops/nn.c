@@ -1,6 +1,6 @@
 /* Neural-network family: softmax/log_softmax and their backwards, activation backwards, gelu,
- * leaky_relu/hardtanh/elu, layer norm (forward and backward), mse and nll losses. Half types
- * compute in f32. */
+ * leaky_relu/hardtanh/elu, layer and batch norm (forward and backward), mse and nll losses. Half
+ * types compute in f32. */
 #include <math.h>
 #include <string.h>
 
@@ -334,7 +334,7 @@ tp_status_t *tp_infer_layer_norm_backward(const tp_op_def_t *op, tp_op_arg_t *ar
   int axis;
   TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[1], &args[2], &axis));
   out[0] = args[1].meta;
-  tp_meta_t w = {args[1].meta.dtype, args[2].n, {0}};
+  tp_meta_t w = {.dtype = args[1].meta.dtype, .ndim = args[2].n};
   for (int i = 0; i < args[2].n; i++) w.sizes[i] = args[2].ints[i];
   if (args[5].kind == TP_ARG_TENSOR) w.dtype = args[5].meta.dtype;
   out[1] = w;
@@ -509,4 +509,154 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
                                                 : tp_hlo_binary(b, TP_HLO_MUL, w, tp_hlo_broadcast_to(b, g, w.ndim, w.dims));
   tp_hlo_value_t gx = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, gw, 2, x.dims, bd) : tp_hlo_broadcast_to(b, gw, 1, x.dims);
   out[0] = tp_hlo_convert(b, tp_hlo_select(b, onehot, tp_hlo_unary(b, TP_HLO_NEG, gx), zero), out_meta[0].dtype);
+}
+
+/* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+ * -> (out, save_mean, save_invstd), and in training the running stats updated in place (two
+ * more outputs written into arguments 3 and 4). Statistics are per channel (dim 1). */
+tp_status_t *tp_infer_batch_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                 tp_meta_t *out, int *n_out) {
+  if (n_args < 8 || args[0].kind != TP_ARG_TENSOR || args[0].meta.ndim < 2)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected input with at least 2 dims", op->name);
+  bool training = args[5].kind == TP_ARG_INT && args[5].i;
+  bool stats = args[3].kind == TP_ARG_TENSOR && args[4].kind == TP_ARG_TENSOR;
+  if (!training && !stats)
+    return tp_make_status(TP_INVALID_ARGUMENT, "running_mean and running_var must be defined in evaluation mode");
+  int64_t c = args[0].meta.sizes[1];
+  tp_dtype_t sd = tp_math_dtype(args[0].meta.dtype) == TP_DTYPE_F64 ? TP_DTYPE_F64 : TP_DTYPE_F32;
+  if (!tp_dtype_is_float(args[0].meta.dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT, "batch_norm: expected a floating point input");
+  out[0] = args[0].meta;
+  out[0].writes_arg = 0;
+  tp_meta_t v = {args[0].meta.dtype == TP_DTYPE_F64 ? TP_DTYPE_F64 : sd, 1, {training ? c : 0}, 0};
+  if (args[0].meta.dtype != TP_DTYPE_F64 && args[0].meta.dtype != TP_DTYPE_F32)
+    v.dtype = args[0].meta.dtype; /* CPU keeps half types for the saved statistics */
+  out[1] = out[2] = v;
+  *n_out = 3;
+  if (training && stats) {
+    out[3] = args[3].meta;
+    out[3].writes_arg = 4;
+    out[4] = args[4].meta;
+    out[4].writes_arg = 5;
+    *n_out = 5;
+  }
+  return NULL;
+}
+
+/* Per-channel statistics of |x| (channel dim 1): broadcasting a [C] vector back over |x|. */
+static tp_hlo_value_t per_channel(tp_hlo_builder_t *b, tp_hlo_value_t v, const tp_hlo_value_t *x) {
+  int64_t one = 1;
+  return tp_hlo_broadcast_in_dim(b, v, x->ndim, x->dims, &one);
+}
+
+static tp_hlo_value_t channel_sum(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t dims[TP_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < x.ndim; i++)
+    if (i != 1) dims[n++] = i;
+  return tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, n, dims);
+}
+
+void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                        int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                        tp_hlo_value_t *out) {
+  bool training = args[5].i != 0;
+  tp_dtype_t md = tp_math_dtype(args[0].meta.dtype);
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
+  int64_t c = x.dims[1], count = tp_hlo_numel(&x) / (c ? c : 1);
+  double eps = args[7].kind == TP_ARG_FLOAT ? args[7].f : 1e-5;
+  double momentum = args[6].kind == TP_ARG_FLOAT ? args[6].f : 0.1;
+  tp_hlo_value_t mean, var;
+  if (training) {
+    mean = tp_hlo_binary(b, TP_HLO_DIV, channel_sum(b, x), tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, (double)count), 1, &c));
+    tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x));
+    var = tp_hlo_binary(b, TP_HLO_DIV, channel_sum(b, tp_hlo_binary(b, TP_HLO_MUL, d, d)),
+                        tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, (double)count), 1, &c));
+  } else {
+    mean = tp_hlo_convert(b, in[3], md);
+    var = tp_hlo_convert(b, in[4], md);
+  }
+  tp_hlo_value_t invstd = tp_hlo_unary(b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_emit_full_like(b, eps, &var)));
+  tp_hlo_value_t y = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x)),
+                                   per_channel(b, invstd, &x));
+  if (args[1].kind == TP_ARG_TENSOR) y = tp_hlo_binary(b, TP_HLO_MUL, y, per_channel(b, tp_hlo_convert(b, in[1], md), &x));
+  if (args[2].kind == TP_ARG_TENSOR) y = tp_hlo_binary(b, TP_HLO_ADD, y, per_channel(b, tp_hlo_convert(b, in[2], md), &x));
+  out[0] = tp_hlo_convert(b, y, out_meta[0].dtype);
+  if (training) {
+    out[1] = tp_hlo_convert(b, mean, out_meta[1].dtype);
+    out[2] = tp_hlo_convert(b, invstd, out_meta[2].dtype);
+  } else {
+    int64_t zero = 0;
+    out[1] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[1].dtype, 0), 1, &zero);
+    out[2] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[2].dtype, 0), 1, &zero);
+  }
+  if (out_meta[3].writes_arg && training) {
+    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    for (int k = 0; k < 2; k++) {
+      tp_dtype_t rd = out_meta[3 + k].dtype;
+      tp_hlo_value_t old = tp_hlo_convert(b, in[3 + k], md);
+      tp_hlo_value_t cur = k == 0 ? mean : tp_hlo_binary(b, TP_HLO_MUL, var, tp_emit_full_like(b, unbias, &var));
+      tp_hlo_value_t upd = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, old, tp_emit_full_like(b, 1 - momentum, &old)),
+                                         tp_hlo_binary(b, TP_HLO_MUL, cur, tp_emit_full_like(b, momentum, &cur)));
+      out[3 + k] = tp_hlo_convert(b, upd, rd);
+    }
+  }
+}
+
+/* native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?,
+ * save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias). */
+tp_status_t *tp_infer_batch_norm_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                          tp_meta_t *out, int *n_out) {
+  if (n_args < 10 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+      args[1].meta.ndim < 2)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  bool train = args[7].i != 0;
+  if (train ? (args[5].kind != TP_ARG_TENSOR || args[6].kind != TP_ARG_TENSOR)
+            : (args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_TENSOR))
+    return tp_make_status(TP_UNIMPLEMENTED, "batch norm backward without statistics");
+  out[0] = args[1].meta;
+  tp_meta_t w = {args[2].kind == TP_ARG_TENSOR ? args[2].meta.dtype : args[1].meta.dtype, 1,
+                 {args[1].meta.sizes[1]}, 0};
+  out[1] = out[2] = w;
+  *n_out = 3;
+  return NULL;
+}
+
+void tp_emit_batch_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                                 int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                                 tp_hlo_value_t *out) {
+  bool train = args[7].i != 0;
+  tp_dtype_t md = tp_math_dtype(args[1].meta.dtype);
+  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), x = tp_hlo_convert(b, in[1], md);
+  int64_t c = x.dims[1], count = tp_hlo_numel(&x) / (c ? c : 1);
+  tp_hlo_value_t mean, invstd;
+  if (train) {
+    mean = tp_hlo_convert(b, in[5], md);
+    invstd = tp_hlo_convert(b, in[6], md);
+  } else {
+    mean = tp_hlo_convert(b, in[3], md);
+    tp_hlo_value_t var = tp_hlo_convert(b, in[4], md);
+    double eps = args[8].kind == TP_ARG_FLOAT ? args[8].f : 1e-5;
+    invstd = tp_hlo_unary(b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_emit_full_like(b, eps, &var)));
+  }
+  tp_hlo_value_t w = args[2].kind == TP_ARG_TENSOR ? tp_hlo_convert(b, in[2], md) : tp_emit_full_like(b, 1, &mean);
+  tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x)),
+                                      per_channel(b, invstd, &x));
+  tp_hlo_value_t db = channel_sum(b, g);
+  tp_hlo_value_t dw = channel_sum(b, tp_hlo_binary(b, TP_HLO_MUL, g, xhat));
+  tp_hlo_value_t scale = per_channel(b, tp_hlo_binary(b, TP_HLO_MUL, w, invstd), &x);
+  tp_hlo_value_t dx;
+  if (train) {
+    tp_hlo_value_t inv_n = tp_emit_full_like(b, 1.0 / (double)(count ? count : 1), &db);
+    tp_hlo_value_t mg = per_channel(b, tp_hlo_binary(b, TP_HLO_MUL, db, inv_n), &x);
+    tp_hlo_value_t mgx = per_channel(b, tp_hlo_binary(b, TP_HLO_MUL, dw, inv_n), &x);
+    dx = tp_hlo_binary(b, TP_HLO_MUL, scale,
+                       tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_binary(b, TP_HLO_SUB, g, mg),
+                                     tp_hlo_binary(b, TP_HLO_MUL, xhat, mgx)));
+  } else {
+    dx = tp_hlo_binary(b, TP_HLO_MUL, g, scale);
+  }
+  out[0] = tp_hlo_convert(b, dx, out_meta[0].dtype);
+  out[1] = tp_hlo_convert(b, dw, out_meta[1].dtype);
+  out[2] = tp_hlo_convert(b, db, out_meta[2].dtype);
 }

@@ -27,11 +27,14 @@ typedef enum {
   TP_ARG_STR,       /* short string attribute (rounding_mode, approximate, ...) */
 } tp_arg_kind_t;
 
-/* Logical shape and element type. */
+/* Logical shape and element type. In an inferred output, |writes_arg| = i + 1 says the output
+ * is written into argument i (an input the op updates in place, like batch norm's running
+ * stats) rather than returned; 0 means a returned output. */
 typedef struct {
   tp_dtype_t dtype;
   int ndim;
   int64_t sizes[TP_MAX_DIMS];
+  int writes_arg;
 } tp_meta_t;
 
 typedef struct {
@@ -47,7 +50,7 @@ typedef struct {
 } tp_op_arg_t;
 
 #define TP_MAX_ARGS 16
-#define TP_MAX_OUTS 4
+#define TP_MAX_OUTS 8
 
 typedef struct tp_op_def tp_op_def_t;
 

@@ -498,6 +498,7 @@ struct TableKernel final : c10::OperatorKernel {
     // Schema arguments become C arguments one to one, except that a tensor list becomes its
     // length (an INT) followed by its tensors.
     tp_eager_arg_t eargs[TP_MAX_ARGS];
+    at::Tensor earg_tensor[TP_MAX_ARGS];  // the tpu tensor behind each TENSOR argument
     int ne = 0;
     bool native = true;
     for (size_t i = 0; native && i < n_in; i++) {
@@ -520,11 +521,13 @@ struct TableKernel final : c10::OperatorKernel {
         eargs[ne++].arg.i = static_cast<int64_t>(list.size());
         for (size_t k = 0; native && k < list.size(); k++) {
           at::Tensor t = list.get(k);
-          native = t.device().type() == DeviceType::PrivateUse1 && convert_arg(t, false, &eargs[ne++]);
+          native = t.device().type() == DeviceType::PrivateUse1 && convert_arg(t, false, &eargs[ne]);
+          earg_tensor[ne++] = t;
         }
         continue;
       }
       native = convert_arg(args[i], roles_[i] == kScalar, &eargs[ne]);
+      if (native && eargs[ne].arg.kind == TP_ARG_TENSOR) earg_tensor[ne] = args[i].toTensor();
       if (native && roles_[i] == kDtype && !args[i].isNone()) {
         eargs[ne].arg.i = to_tp(args[i].toScalarType());
         native = eargs[ne].arg.i != TP_DTYPE_INVALID;
@@ -540,32 +543,40 @@ struct TableKernel final : c10::OperatorKernel {
       return cpu_fallback(h, stack);
     }
     check(st);
+    // Outputs: the returned ones (fresh, self for in-place, or the out= tensors), then those the
+    // op writes into its own arguments (metas[k].writes_arg), which are not returned.
     std::vector<at::Tensor> outs;
-    if (variant_ == 0) {
-      c10::Device dev = c10::Device(DeviceType::PrivateUse1, g_current_device);
-      for (int i = 0; i < ne; i++)
-        if (eargs[i].arg.kind == TP_ARG_TENSOR) {
-          dev = c10::Device(DeviceType::PrivateUse1, eargs[i].view.storage->device);
-          break;
-        }
-      c10::DeviceGuard guard(dev);
-      for (int k = 0; k < n_out; k++)
+    size_t next_out = n_in;
+    for (int k = 0; k < n_out; k++) {
+      if (metas[k].writes_arg) {
+        int a = metas[k].writes_arg - 1;
+        TORCH_CHECK(a < ne && earg_tensor[a].defined(), op_name(h), ": bad in-place argument");
+        outs.push_back(earg_tensor[a]);
+        continue;
+      }
+      if (variant_ == 0) {
+        c10::Device dev(DeviceType::PrivateUse1, g_current_device);
+        for (int i = 0; i < ne; i++)
+          if (eargs[i].arg.kind == TP_ARG_TENSOR) {
+            dev = c10::Device(DeviceType::PrivateUse1, eargs[i].view.storage->device);
+            break;
+          }
+        c10::DeviceGuard guard(dev);
         outs.push_back(at::empty(c10::IntArrayRef(metas[k].sizes, metas[k].ndim),
                                  at::TensorOptions().dtype(from_tp(metas[k].dtype)).device(dev)));
-    } else if (variant_ == 1) {
-      outs.push_back(args[0].toTensor());
-      check_overlap(outs[0], args, n_in);
-    } else {
-      for (size_t i = n_in; i < n_args; i++) {
-        at::Tensor o = args[i].toTensor();
-        if (tp_op_table[op_].flags & TP_OPF_OUT_DTYPE) metas[i - n_in].dtype = to_tp(o.scalar_type());
-        at::native::resize_output(o, c10::IntArrayRef(metas[i - n_in].sizes, metas[i - n_in].ndim));
+      } else if (variant_ == 1) {
+        TORCH_CHECK(k == 0, op_name(h), ": an in-place op returns one tensor");
+        outs.push_back(args[0].toTensor());
+        check_overlap(outs.back(), args, n_in);
+      } else {
+        TORCH_CHECK(next_out < n_args, op_name(h), ": expected ", n_out, " outputs");
+        at::Tensor o = args[next_out++].toTensor();
+        if (tp_op_table[op_].flags & TP_OPF_OUT_DTYPE) metas[k].dtype = to_tp(o.scalar_type());
+        at::native::resize_output(o, c10::IntArrayRef(metas[k].sizes, metas[k].ndim));
         check_overlap(o, args, n_in);
         outs.push_back(o);
       }
     }
-    TORCH_CHECK(static_cast<int>(outs.size()) == n_out, op_name(h), ": expected ", n_out,
-                " outputs");
     tp_view_t views[TP_MAX_OUTS];
     for (int k = 0; k < n_out; k++) {
       TORCH_CHECK(outs[k].device().type() == DeviceType::PrivateUse1, op_name(h),
@@ -574,7 +585,8 @@ struct TableKernel final : c10::OperatorKernel {
     }
     check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
     torch::jit::drop(*stack, n_args);
-    for (auto& o : outs) torch::jit::push(*stack, o);
+    for (int k = 0; k < n_out; k++)
+      if (!metas[k].writes_arg) torch::jit::push(*stack, outs[k]);
   }
 
  private:
