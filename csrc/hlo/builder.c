@@ -520,6 +520,32 @@ tp_hlo_value_t tp_hlo_reduce_window(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hl
   return v;
 }
 
+tp_hlo_value_t tp_hlo_convolution(tp_hlo_builder_t *b, tp_hlo_value_t lhs, tp_hlo_value_t rhs,
+                                  const char *spec, int n_spatial, const int64_t *strides,
+                                  const int64_t *pad_lo, const int64_t *pad_hi,
+                                  const int64_t *lhs_dil, const int64_t *rhs_dil,
+                                  int64_t feature_groups, int64_t batch_groups, tp_dtype_t out_dtype,
+                                  const int64_t *out_dims) {
+  if (!live(b, &lhs) || !live(b, &rhs)) return bad_value();
+  for (int i = 0; i < lhs.ndim; i++)
+    if (!check(b, out_dims[i] >= 0, "convolution output size is negative")) return bad_value();
+  tp_hlo_value_t v = new_value(b, out_dtype, lhs.ndim, out_dims);
+  char pad[64 * TP_MAX_DIMS] = "dense<[";
+  size_t off = strlen(pad);
+  for (int i = 0; i < n_spatial; i++)
+    off += (size_t)snprintf(pad + off, sizeof(pad) - off, "%s[%" PRId64 ", %" PRId64 "]",
+                            i ? ", " : "", pad_lo[i], pad_hi[i]);
+  snprintf(pad + off, sizeof(pad) - off, "]> : tensor<%dx2xi64>", n_spatial);
+  EMIT("    %%v%d = \"stablehlo.convolution\"(%%v%d, %%v%d) {batch_group_count = %" PRId64
+       " : i64, dimension_numbers = #stablehlo.conv<%s>, feature_group_count = %" PRId64
+       " : i64, lhs_dilation = %s, padding = %s, rhs_dilation = %s, window_strides = %s} : "
+       "(%s, %s) -> %s\n",
+       v.id, lhs.id, rhs.id, batch_groups, spec, feature_groups,
+       i64_array(lhs_dil, n_spatial, 0).s, pad, i64_array(rhs_dil, n_spatial, 0).s,
+       i64_array(strides, n_spatial, 0).s, ty(&lhs).s, ty(&rhs).s, ty(&v).s);
+  return v;
+}
+
 tp_hlo_value_t tp_hlo_reverse(tp_hlo_builder_t *b, tp_hlo_value_t x, int n_dims,
                               const int64_t *dims) {
   if (!live(b, &x)) return bad_value();

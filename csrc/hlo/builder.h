@@ -100,6 +100,15 @@ tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value
 tp_hlo_value_t tp_hlo_reduce_window(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,
                                     tp_hlo_binary_t op, const int64_t *window,
                                     const int64_t *pad_lo, const int64_t *pad_hi);
+/* stablehlo.convolution. |spec| is the dimension-numbers body, e.g. "[b, f, 0, 1]x[o, i, 0, 1]->
+ * [b, f, 0, 1]"; per spatial dim: window stride, low/high padding, lhs and rhs dilation. The
+ * caller computes the output shape |out_dims| (rank of lhs). */
+tp_hlo_value_t tp_hlo_convolution(tp_hlo_builder_t *b, tp_hlo_value_t lhs, tp_hlo_value_t rhs,
+                                  const char *spec, int n_spatial, const int64_t *strides,
+                                  const int64_t *pad_lo, const int64_t *pad_hi,
+                                  const int64_t *lhs_dil, const int64_t *rhs_dil,
+                                  int64_t feature_groups, int64_t batch_groups, tp_dtype_t out_dtype,
+                                  const int64_t *out_dims);
 /* Reverses |x| along |dims|. */
 tp_hlo_value_t tp_hlo_reverse(tp_hlo_builder_t *b, tp_hlo_value_t x, int n_dims,
                               const int64_t *dims);

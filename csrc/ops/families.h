@@ -81,6 +81,9 @@ TP_DECLARE_OP(tp_infer_batch_norm, tp_emit_batch_norm)
 TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
+/* conv.c */
+TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
+TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)

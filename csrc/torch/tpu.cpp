@@ -336,19 +336,47 @@ void note_fallback(const std::string& name) {
                "torch_pjrt.fallback_report())");
 }
 
+at::Tensor convolution_on_cpu(const at::Tensor& input, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                              c10::IntArrayRef output_padding, int64_t groups);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_on_cpu(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_fallback(op_name(op));
+  std::string name = op_name(op);
+  note_fallback(name);
+  // A non-CPU backend reaches convolution through *_overrideable ops, which CPU does not
+  // implement: run PyTorch's CPU convolution for them instead.
+  if (name == "convolution_overrideable") {
+    auto a = torch::jit::last(*stack, 9);
+    at::Tensor r = convolution_on_cpu(a[0].toTensor(), a[1].toTensor(), a[2].toOptional<at::Tensor>(),
+                                      a[3].toIntVector(), a[4].toIntVector(), a[5].toIntVector(),
+                                      a[6].toBool(), a[7].toIntVector(), a[8].toInt());
+    torch::jit::drop(*stack, 9);
+    torch::jit::push(*stack, r);
+    return;
+  }
+  if (name == "convolution_backward_overrideable") {
+    auto a = torch::jit::last(*stack, 10);
+    auto mask = a[9].toBoolList();
+    auto r = convolution_backward_on_cpu(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(),
+                                         a[3].toIntVector(), a[4].toIntVector(), a[5].toIntVector(),
+                                         a[6].toBool(), a[7].toIntVector(), a[8].toInt(),
+                                         {mask.get(0), mask.get(1), mask.get(2)});
+    torch::jit::drop(*stack, 10);
+    torch::jit::push(*stack, std::get<0>(r), std::get<1>(r), std::get<2>(r));
+    return;
+  }
   at::native::cpu_fallback(op, stack);
 }
 
-// Convolution reaches a non-CPU backend as convolution_overrideable, whose default kernel only
-// raises; until it is lowered natively, run PyTorch's CPU convolution (a counted fallback).
-at::Tensor tpu_convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
-                                        const std::optional<at::Tensor>& bias,
-                                        c10::IntArrayRef stride, c10::IntArrayRef padding,
-                                        c10::IntArrayRef dilation, bool transposed,
-                                        c10::IntArrayRef output_padding, int64_t groups) {
-  note_fallback("convolution_overrideable");
+at::Tensor convolution_on_cpu(const at::Tensor& input, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                              c10::IntArrayRef output_padding, int64_t groups) {
   std::optional<at::Tensor> b;
   if (bias && bias->defined()) b = bias->cpu();
   return at::convolution(input.cpu(), weight.cpu(), b, stride, padding, dilation, transposed,
@@ -356,11 +384,10 @@ at::Tensor tpu_convolution_overrideable(const at::Tensor& input, const at::Tenso
       .to(input.device());
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> tpu_convolution_backward_overrideable(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_on_cpu(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  note_fallback("convolution_backward_overrideable");
   int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
   auto [gi, gw, gb] = at::convolution_backward(
       grad_output.cpu(), input.cpu(), weight.cpu(), std::vector<int64_t>{bias_size}, stride,
@@ -767,8 +794,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", tpu_view);
   m.impl("_reshape_alias", tpu_reshape_alias);
   m.impl("unfold", tpu_unfold);
-  m.impl("convolution_overrideable", tpu_convolution_overrideable);
-  m.impl("convolution_backward_overrideable", tpu_convolution_backward_overrideable);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

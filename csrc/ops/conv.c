@@ -1,0 +1,199 @@
+/* Convolution family: convolution_overrideable (1-3 spatial dims, stride, padding, dilation,
+ * groups, transposed) and convolution_backward_overrideable, as stablehlo.convolution. Grouped
+ * or transposed backward falls back to CPU (UNIMPLEMENTED). Half types accumulate in f32. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/families.h"
+
+typedef struct {
+  int ns;                        /* spatial dims */
+  int64_t stride[3], pad[3], dil[3], out_pad[3];
+  bool transposed;
+  int64_t groups;
+} conv_t;
+
+/* Reads (stride, padding, dilation, transposed, output_padding, groups) starting at args[at]. */
+static tp_status_t *parse_conv(const tp_op_arg_t *args, int n_args, int at, int ns, conv_t *c) {
+  memset(c, 0, sizeof(*c));
+  c->ns = ns;
+  if (ns < 1 || ns > 3) return tp_make_status(TP_UNIMPLEMENTED, "convolution with %d spatial dims", ns);
+  if (n_args < at + 6) return tp_make_status(TP_INVALID_ARGUMENT, "convolution: missing arguments");
+  const tp_op_arg_t *lists[4] = {&args[at], &args[at + 1], &args[at + 2], &args[at + 4]};
+  int64_t *dst[4] = {c->stride, c->pad, c->dil, c->out_pad};
+  const int64_t dflt[4] = {1, 0, 1, 0};
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < ns; i++) {
+      const tp_op_arg_t *l = lists[k];
+      int n = l->kind == TP_ARG_INTS ? l->n : 0;
+      dst[k][i] = n == 0 ? dflt[k] : l->ints[n == 1 ? 0 : i];
+    }
+  c->transposed = args[at + 3].kind == TP_ARG_INT && args[at + 3].i;
+  c->groups = args[at + 5].kind == TP_ARG_INT && args[at + 5].i > 0 ? args[at + 5].i : 1;
+  for (int i = 0; i < ns; i++)
+    if (c->stride[i] < 1 || c->dil[i] < 1 || c->pad[i] < 0)
+      return tp_make_status(TP_INVALID_ARGUMENT, "convolution: non-positive stride or dilation, or negative padding");
+  return NULL;
+}
+
+static const char *spec(int ns, const char *lhs, const char *rhs, const char *out, char *buf, size_t n) {
+  static const char *sp[] = {"0", "0, 1", "0, 1, 2"};
+  snprintf(buf, n, "[%s, %s]x[%s, %s]->[%s, %s]", lhs, sp[ns - 1], rhs, sp[ns - 1], out, sp[ns - 1]);
+  return buf;
+}
+
+/* convolution_overrideable(input, weight, bias?, stride, padding, dilation, transposed,
+ * output_padding, groups) */
+tp_status_t *tp_infer_conv(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                           int *n_out) {
+  if (n_args < 9 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected input and weight", op->name);
+  const tp_meta_t *x = &args[0].meta, *w = &args[1].meta;
+  int ns = x->ndim - 2;
+  conv_t c;
+  TP_RETURN_IF_ERROR(parse_conv(args, n_args, 3, ns, &c));
+  if (w->ndim != x->ndim)
+    return tp_make_status(TP_INVALID_ARGUMENT, "Expected %d-dimensional weight, but got weight of size %d-D",
+                          x->ndim, w->ndim);
+  if (x->dtype != w->dtype || !tp_dtype_is_float(x->dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT, "Input type (%s) and weight type (%s) should be the same floating type",
+                          tp_dtype_name(x->dtype), tp_dtype_name(w->dtype));
+  if (c.transposed && c.groups != 1) return tp_make_status(TP_UNIMPLEMENTED, "grouped transposed convolution");
+  int64_t cin = c.transposed ? w->sizes[0] : w->sizes[1] * c.groups;
+  if (x->sizes[1] != cin)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Given groups=%lld, weight of size %lld, expected input to have %lld channels, but got %lld channels instead",
+                          (long long)c.groups, (long long)w->sizes[0], (long long)cin, (long long)x->sizes[1]);
+  out[0] = *x;
+  out[0].sizes[1] = c.transposed ? w->sizes[1] : w->sizes[0];
+  for (int i = 0; i < ns; i++) {
+    int64_t s = x->sizes[2 + i], k = w->sizes[2 + i];
+    int64_t o = c.transposed ? (s - 1) * c.stride[i] - 2 * c.pad[i] + c.dil[i] * (k - 1) + c.out_pad[i] + 1
+                             : (s + 2 * c.pad[i] - c.dil[i] * (k - 1) - 1) / c.stride[i] + 1;
+    if (o <= 0)
+      return tp_make_status(TP_INVALID_ARGUMENT, "convolution: calculated output size is too small");
+    out[0].sizes[2 + i] = o;
+  }
+  *n_out = 1;
+  return NULL;
+}
+
+/* The weight of the convolution that computes the input gradient (or a transposed convolution):
+ * spatially reversed, input/output channels exchanged within each group. */
+static tp_hlo_value_t transpose_weight(tp_hlo_builder_t *b, tp_hlo_value_t w, int64_t groups,
+                                       bool from_transposed) {
+  int ns = w.ndim - 2;
+  int64_t rev[3] = {2, 3, 4};
+  for (int i = 0; i < ns; i++) rev[i] = 2 + i;
+  w = tp_hlo_reverse(b, w, ns, rev);
+  if (from_transposed || groups == 1) return w; /* the spec swaps o and i */
+  /* [O, C/G, K] -> [G, O/G, C/G, K] -> [G, C/G, O/G, K] -> [C, O/G, K] */
+  int64_t o = w.dims[0], cg = w.dims[1], og = o / groups;
+  int64_t d5[TP_MAX_DIMS] = {groups, og, cg};
+  for (int i = 0; i < ns; i++) d5[3 + i] = w.dims[2 + i];
+  w = tp_hlo_reshape(b, w, w.ndim + 1, d5);
+  int64_t perm[TP_MAX_DIMS] = {0, 2, 1, 3, 4, 5};
+  w = tp_hlo_transpose(b, w, perm);
+  int64_t d4[TP_MAX_DIMS] = {groups * cg, og};
+  for (int i = 0; i < ns; i++) d4[2 + i] = w.dims[3 + i];
+  return tp_hlo_reshape(b, w, w.ndim - 1, d4);
+}
+
+void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  conv_t c;
+  int ns = args[0].meta.ndim - 2;
+  tp_status_t *st = parse_conv(args, n_args, 3, ns, &c);
+  if (st) {
+    tp_hlo_fail(b, st);
+    return;
+  }
+  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
+  tp_hlo_value_t x = in[0], w = in[1];
+  int64_t one[3] = {1, 1, 1}, lo[3], hi[3], lhs_dil[3], strides[3];
+  char buf[96];
+  tp_hlo_value_t r;
+  if (!c.transposed) {
+    r = tp_hlo_convolution(b, x, w, spec(ns, "b, f", "o, i", "b, f", buf, sizeof(buf)), ns, c.stride,
+                           c.pad, c.pad, one, c.dil, c.groups, 1, md, out_meta->sizes);
+  } else {
+    for (int i = 0; i < ns; i++) {
+      int64_t k = args[1].meta.sizes[2 + i];
+      lo[i] = c.dil[i] * (k - 1) - c.pad[i];
+      hi[i] = lo[i] + c.out_pad[i];
+      lhs_dil[i] = c.stride[i];
+      strides[i] = 1;
+    }
+    r = tp_hlo_convolution(b, x, transpose_weight(b, w, 1, true),
+                           spec(ns, "b, f", "i, o", "b, f", buf, sizeof(buf)), ns, strides, lo, hi,
+                           lhs_dil, c.dil, 1, 1, md, out_meta->sizes);
+  }
+  if (args[2].kind == TP_ARG_TENSOR) {
+    int64_t bd = 1;
+    r = tp_hlo_binary(b, TP_HLO_ADD, r,
+                      tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[2], md), r.ndim, r.dims, &bd));
+  }
+  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
+}
+
+/* convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation,
+ * transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias) */
+tp_status_t *tp_infer_conv_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                    tp_meta_t *out, int *n_out) {
+  if (n_args < 10 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+      args[2].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  conv_t c;
+  TP_RETURN_IF_ERROR(parse_conv(args, n_args, 3, args[1].meta.ndim - 2, &c));
+  if (c.transposed || c.groups != 1)
+    return tp_make_status(TP_UNIMPLEMENTED, "transposed or grouped convolution backward");
+  out[0] = args[1].meta;
+  out[1] = args[2].meta;
+  out[2] = args[2].meta;
+  out[2].ndim = 1;
+  out[2].sizes[0] = args[2].meta.sizes[0];
+  *n_out = 3;
+  return NULL;
+}
+
+void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                           int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                           tp_hlo_value_t *out) {
+  int ns = args[1].meta.ndim - 2;
+  conv_t c;
+  tp_status_t *st = parse_conv(args, n_args, 3, ns, &c);
+  if (st) {
+    tp_hlo_fail(b, st);
+    return;
+  }
+  tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
+  tp_hlo_value_t g = in[0], x = in[1], w = in[2];
+  char buf[96];
+  int64_t one[3] = {1, 1, 1}, lo[3], hi[3];
+  /* grad_input: a transposed convolution of grad with the weight. */
+  for (int i = 0; i < ns; i++) {
+    int64_t s = x.dims[2 + i], k = w.dims[2 + i];
+    lo[i] = c.dil[i] * (k - 1) - c.pad[i];
+    hi[i] = lo[i] + (s + 2 * c.pad[i] - c.dil[i] * (k - 1) - 1) % c.stride[i];
+  }
+  tp_hlo_value_t gi = tp_hlo_convolution(b, g, transpose_weight(b, w, 1, false),
+                                         spec(ns, "b, f", "i, o", "b, f", buf, sizeof(buf)), ns, one,
+                                         lo, hi, c.stride, c.dil, 1, 1, md, out_meta[0].sizes);
+  out[0] = tp_hlo_convert(b, gi, out_meta[0].dtype);
+  /* grad_weight: input and grad convolved with batch and feature roles exchanged. */
+  for (int i = 0; i < ns; i++) {
+    int64_t s = x.dims[2 + i], k = w.dims[2 + i], so = g.dims[2 + i];
+    lo[i] = c.pad[i];
+    hi[i] = (k - 1) * c.dil[i] + c.stride[i] * (so - 1) + 1 - s - lo[i];
+  }
+  tp_hlo_value_t gw = tp_hlo_convolution(b, x, g, spec(ns, "f, b", "i, o", "f, b", buf, sizeof(buf)),
+                                         ns, c.dil, lo, hi, one, c.stride, 1, 1, md,
+                                         out_meta[1].sizes);
+  out[1] = tp_hlo_convert(b, gw, out_meta[1].dtype);
+  int64_t dims[TP_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < g.ndim; i++)
+    if (i != 1) dims[n++] = i;
+  tp_hlo_value_t gb = tp_hlo_reduce(b, tp_hlo_convert(b, g, md), tp_hlo_constant(b, md, 0), TP_HLO_ADD, n, dims);
+  out[2] = tp_hlo_convert(b, gb, out_meta[2].dtype);
+}
