@@ -533,7 +533,7 @@ tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t 
   memset(out_metas, 0, sizeof(tp_meta_t) * TP_MAX_OUTS); /* infer fills only what it knows */
   const tp_op_def_t *d = &tp_op_table[op];
   TP_RETURN_IF_ERROR(d->infer(d, a, n_args, out_metas, n_out));
-  for (int i = 0; i < n_args; i++) args[i].arg.scalar_dtype = a[i].scalar_dtype;
+  for (int i = 0; i < n_args; i++) args[i].arg = a[i]; /* infer may refine arguments */
   return NULL;
 }
 

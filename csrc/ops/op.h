@@ -55,7 +55,8 @@ typedef struct {
 typedef struct tp_op_def tp_op_def_t;
 
 /* Infers outputs from arguments: fills |out| (up to TP_MAX_OUTS) and *n_out, and each SCALAR
- * argument's scalar_dtype. Errors are the user's (INVALID_ARGUMENT with PyTorch-like text), except
+ * argument's scalar_dtype. A SCALAR's value is a program input, outside the signature: an op
+ * whose program depends on the value itself must turn the argument into a FLOAT attribute. Errors are the user's (INVALID_ARGUMENT with PyTorch-like text), except
  * UNIMPLEMENTED, which means "this call has no native lowering": the caller runs it on CPU.
  * A tensor-list argument arrives flattened: an INT with its length, then its tensors. */
 typedef tp_status_t *(*tp_op_infer_fn)(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,

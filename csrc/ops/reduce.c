@@ -136,6 +136,12 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "%s(): Expected reduction dim to be specified for input.numel() == 0. "
                           "Specify the reduction dim with the 'dim' argument.", op->name);
+  if (op->code == TP_R_NORM && args[1].kind == TP_ARG_SCALAR) {
+    /* The order shapes the program: make it an attribute, part of the signature. */
+    double ord = tp_dtype_is_float(args[1].meta.dtype) ? args[1].f : (double)args[1].i;
+    args[1].kind = TP_ARG_FLOAT;
+    args[1].f = ord;
+  }
   for (int i = 1; i < n_args; i++)
     if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = TP_DTYPE_F64;
   if (cumulative(op->code)) {
@@ -315,10 +321,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     }
     case TP_R_NORM: {
       tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, tp_hlo_convert(b, x, acc));
-      double ord = args[r.ord_arg].kind == TP_ARG_SCALAR
-                       ? (tp_dtype_is_float(args[r.ord_arg].meta.dtype) ? args[r.ord_arg].f
-                                                                        : (double)args[r.ord_arg].i)
-                       : 2;
+      double ord = args[r.ord_arg].kind == TP_ARG_FLOAT ? args[r.ord_arg].f : 2;
       if (isinf(ord)) {
         v = extreme(b, a, ord > 0, r.mask);
       } else if (ord == 0) {

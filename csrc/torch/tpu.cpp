@@ -4,6 +4,7 @@
 // (allocator, device guard, hooks, generator, views, copies). C statuses become exceptions here.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -794,6 +795,24 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", tpu_view);
   m.impl("_reshape_alias", tpu_reshape_alias);
   m.impl("unfold", tpu_unfold);
+}
+
+// torch.autocast("tpu"): PyTorch's own op policy lists (the ones CUDA uses): matmuls and
+// convolutions in the lower precision, reductions, norms and losses in f32, mixed inputs promoted.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+#define TP_AUTOCAST_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)
+#define TP_AUTOCAST_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
+#define TP_AUTOCAST_FP32_OPT(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
+#define TP_AUTOCAST_PROMOTE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, promote)
+TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
+  using namespace at::autocast;
+  AT_FORALL_LOWER_PRECISION_FP(TP_AUTOCAST_LOWER)
+  AT_FORALL_FP32(TP_AUTOCAST_FP32)
+  AT_FORALL_FP32_SET_OPT_DTYPE(TP_AUTOCAST_FP32_OPT)
+  AT_FORALL_PROMOTE(TP_AUTOCAST_PROMOTE)
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
