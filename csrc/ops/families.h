@@ -84,6 +84,8 @@ TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
+/* pool.c */
+TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
