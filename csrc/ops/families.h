@@ -49,7 +49,7 @@ typedef enum {
 typedef enum {
   TP_X_INDEX_SELECT, TP_X_GATHER, TP_X_SCATTER, TP_X_SCATTER_ADD, TP_X_INDEX_ADD, TP_X_MASKED_FILL,
   TP_X_FLIP, TP_X_CAT, TP_X_ROLL, TP_X_TRIL, TP_X_TRIU, TP_X_PAD, TP_X_ARANGE,
-  TP_X_EMBEDDING_BACKWARD,
+  TP_X_EMBEDDING_BACKWARD, TP_X_INDEX, TP_X_INDEX_PUT,
 } tp_index_t;
 
 #define TP_DECLARE_INFER(infer)                                                             \

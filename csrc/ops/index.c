@@ -1,5 +1,7 @@
 /* Indexing and shape family: index_select, gather, scatter/scatter_add, index_add, masked_fill,
- * flip, cat, roll, tril/triu, constant_pad_nd, arange, embedding's dense backward. Gathers and scatters address the input
+ * flip, cat, roll, tril/triu, constant_pad_nd, arange, embedding's dense backward, and advanced
+ * indexing with integer index tensors (index.Tensor; boolean masks fall back: their result shape
+ * depends on the data). Gathers and scatters address the input
  * flattened to 1-D with computed linear indices, so every layout takes the same path. */
 #include <math.h>
 #include <string.h>
@@ -61,6 +63,92 @@ static int list_count(const tp_op_arg_t *args, int n_args, int at) {
 
 /* cat skips legacy empty 1-D tensors when others have data. */
 static bool cat_skipped(const tp_op_arg_t *a) { return a->meta.ndim == 1 && a->meta.sizes[0] == 0; }
+
+/* Advanced indexing, index.Tensor(self, indices) and index_put: args are (self, n, index_0 ..
+ * index_{n-1}, ...), each index an integer tensor or None. The indexed positions form a shape:
+ * the index tensors broadcast together, placed where the first of them stands if they are
+ * adjacent, in front otherwise, among the remaining dims. */
+typedef struct {
+  int n, first, at, n_idx, nb;
+} index_layout_t;
+
+static tp_status_t *index_layout(const tp_op_arg_t *args, int n_args, index_layout_t *l,
+                                 tp_meta_t *bshape) {
+  memset(l, 0, sizeof(*l));
+  l->n = list_count(args, n_args, 1);
+  l->first = -1;
+  if (args[0].kind != TP_ARG_TENSOR || l->n < 0 || l->n > args[0].meta.ndim || n_args < l->n + 2)
+    return tp_make_status(TP_UNIMPLEMENTED, "index: too many indices");
+  int last = -1;
+  bool adjacent = true;
+  memset(bshape, 0, sizeof(*bshape));
+  for (int k = 0; k < l->n; k++) {
+    const tp_op_arg_t *a = &args[2 + k];
+    if (a->kind == TP_ARG_NONE) continue;
+    if (!tp_dtype_is_int(a->meta.dtype)) return tp_make_status(TP_UNIMPLEMENTED, "index with a mask");
+    if (l->first >= 0 && last != k - 1) adjacent = false;
+    if (l->first < 0) {
+      l->first = k;
+      *bshape = a->meta;
+    } else {
+      TP_RETURN_IF_ERROR(tp_broadcast_shapes(bshape, &a->meta, bshape));
+    }
+    last = k;
+    l->n_idx++;
+  }
+  if (l->first < 0) return tp_make_status(TP_UNIMPLEMENTED, "index without index tensors");
+  l->at = adjacent ? l->first : 0;
+  l->nb = bshape->ndim;
+  return NULL;
+}
+
+static tp_status_t *index_positions_shape(const tp_op_arg_t *args, int n_args, tp_meta_t *pos) {
+  index_layout_t l;
+  tp_meta_t bshape;
+  TP_RETURN_IF_ERROR(index_layout(args, n_args, &l, &bshape));
+  const tp_meta_t *x = &args[0].meta;
+  memset(pos, 0, sizeof(*pos));
+  pos->dtype = x->dtype;
+  if (x->ndim - l.n_idx + l.nb > TP_MAX_DIMS) return tp_make_status(TP_UNIMPLEMENTED, "index: rank");
+  for (int d = 0; d < l.at; d++) pos->sizes[pos->ndim++] = x->sizes[d];
+  for (int d = 0; d < l.nb; d++) pos->sizes[pos->ndim++] = bshape.sizes[d];
+  for (int d = l.at; d < x->ndim; d++)
+    if (!(d < l.n && args[2 + d].kind != TP_ARG_NONE)) pos->sizes[pos->ndim++] = x->sizes[d];
+  return NULL;
+}
+
+/* Linear indices into flattened self for every indexed position (shape |pos|). */
+static tp_hlo_value_t index_positions(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                                      const tp_hlo_value_t *in, const tp_meta_t *pos) {
+  index_layout_t l;
+  tp_meta_t bshape;
+  tp_status_t *st = index_layout(args, n_args, &l, &bshape);
+  if (st) {
+    tp_hlo_fail(b, st);
+    return tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
+  }
+  const tp_meta_t *x = &args[0].meta;
+  int64_t stv[TP_MAX_DIMS];
+  strides_of(x, stv);
+  tp_hlo_value_t lin = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), pos->ndim, pos->sizes);
+  int od = 0; /* the next position dim for a dim that is not indexed */
+  for (int d = 0; d < x->ndim; d++) {
+    tp_hlo_value_t c;
+    if (d < l.n && args[2 + d].kind != TP_ARG_NONE) {
+      tp_hlo_value_t iv = tp_hlo_convert(b, in[2 + d], TP_DTYPE_I64);
+      int64_t bd[TP_MAX_DIMS];
+      for (int i = 0; i < iv.ndim; i++) bd[i] = l.at + l.nb - iv.ndim + i;
+      c = tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, bd);
+      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, c, tp_emit_full_like(b, 0, &c));
+      c = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, c, tp_emit_full_like(b, (double)x->sizes[d], &c)), c);
+    } else {
+      if (od == l.at) od += l.nb;
+      c = tp_hlo_iota(b, TP_DTYPE_I64, pos->ndim, pos->sizes, od++);
+    }
+    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_emit_full_like(b, (double)stv[d], &c)));
+  }
+  return lin;
+}
 
 tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                             int *n_out) {
@@ -127,6 +215,25 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       out[0].sizes[0] = (int64_t)size;
       args[0].scalar_dtype = args[2].scalar_dtype = TP_DTYPE_F64;
       args[1].scalar_dtype = TP_DTYPE_F64;
+      return NULL;
+    }
+    case TP_X_INDEX: case TP_X_INDEX_PUT: {
+      tp_meta_t pos;
+      TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, &pos));
+      if (op->code == TP_X_INDEX) {
+        out[0] = pos;
+        return NULL;
+      }
+      /* index_put(self, n, indices..., values, accumulate[, unsafe]) */
+      int v = 2 + list_count(args, n_args, 1);
+      if (v >= n_args || args[v].kind != TP_ARG_TENSOR)
+        return tp_make_status(TP_INVALID_ARGUMENT, "index_put_: values must be a tensor");
+      tp_meta_t check;
+      TP_RETURN_IF_ERROR(tp_broadcast_shapes(&pos, &args[v].meta, &check));
+      if (check.ndim != pos.ndim || memcmp(check.sizes, pos.sizes, sizeof(int64_t) * (size_t)pos.ndim))
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "shape mismatch: value tensor cannot be broadcast to indexing result");
+      out[0] = args[0].meta;
       return NULL;
     }
     case TP_X_EMBEDDING_BACKWARD: {
@@ -246,6 +353,29 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
                                        tp_hlo_binary(b, TP_HLO_MUL, io,
                                                      tp_emit_cast_to(b, in[2], &(tp_meta_t){.dtype = TP_DTYPE_F64, .ndim = 1, .sizes = {om->sizes[0]}})));
       out[0] = tp_hlo_convert(b, v, om->dtype);
+      return;
+    }
+    case TP_X_INDEX: {
+      tp_hlo_value_t lin = index_positions(b, args, n_args, in, om);
+      out[0] = tp_hlo_gather_1d(b, flat(b, tp_hlo_convert(b, in[0], om->dtype)), lin);
+      return;
+    }
+    case TP_X_INDEX_PUT: {
+      tp_meta_t pos;
+      tp_status_t *st = index_positions_shape(args, n_args, &pos);
+      if (st) {
+        tp_hlo_fail(b, st);
+        return;
+      }
+      int v = 2 + list_count(args, n_args, 1);
+      bool acc = v + 1 < n_args && args[v + 1].kind == TP_ARG_INT && args[v + 1].i;
+      pos.dtype = om->dtype;
+      tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos);
+      tp_hlo_value_t vals = tp_emit_cast_to(b, in[v], &pos);
+      tp_hlo_value_t x = flat(b, tp_hlo_convert(b, in[0], om->dtype));
+      tp_hlo_value_t r = acc ? tp_hlo_scatter_1d_op(b, x, lin, vals, om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD)
+                             : tp_hlo_scatter_1d(b, x, lin, vals);
+      out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
       return;
     }
     case TP_X_EMBEDDING_BACKWARD: {

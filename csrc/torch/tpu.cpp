@@ -538,8 +538,12 @@ struct TableKernel final : c10::OperatorKernel {
         std::memset(&eargs[ne++], 0, sizeof(eargs[0]));
         continue;
       }
-      if (args[i].isTensorList()) {
-        auto list = args[i].toTensorList();
+      if (args[i].isTensorList() || args[i].isOptionalTensorList()) {
+        std::vector<std::optional<at::Tensor>> list;
+        if (args[i].isTensorList())
+          for (const at::Tensor& t : args[i].toTensorList()) list.emplace_back(t);
+        else
+          for (const auto& t : args[i].toOptionalTensorList()) list.push_back(t);
         if (ne + 1 + static_cast<int>(list.size()) > TP_MAX_ARGS) {
           native = false;
           break;
@@ -548,7 +552,11 @@ struct TableKernel final : c10::OperatorKernel {
         eargs[ne].arg.kind = TP_ARG_INT;
         eargs[ne++].arg.i = static_cast<int64_t>(list.size());
         for (size_t k = 0; native && k < list.size(); k++) {
-          at::Tensor t = list.get(k);
+          if (!list[k] || !list[k]->defined()) {
+            std::memset(&eargs[ne++], 0, sizeof(eargs[0]));  // None
+            continue;
+          }
+          const at::Tensor& t = *list[k];
           native = t.device().type() == DeviceType::PrivateUse1 && convert_arg(t, false, &eargs[ne]);
           earg_tensor[ne++] = t;
         }
