@@ -114,6 +114,7 @@ tp_status_t *tp_infer_activation(const tp_op_def_t *op, tp_op_arg_t *args, int n
   tp_meta_t shape = args[0].meta;
   if (backward) TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   shape.dtype = tp_result_type(args, n_tensors);
+  if (op->code == TP_A_DROPOUT_BACKWARD) shape.dtype = args[0].meta.dtype; /* mask is bool */
   if (!tp_dtype_is_float(shape.dtype) && op->code != TP_A_LEAKY_RELU && op->code != TP_A_HARDTANH)
     return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
                           tp_dtype_name(shape.dtype));
@@ -232,6 +233,11 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
       break;
     case TP_A_TANH_BACKWARD: /* g * (1 - y^2) */
       r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, x, x)));
+      break;
+    case TP_A_DROPOUT_BACKWARD: /* native_dropout_backward(grad, mask, scale): g * mask * scale */
+      r = tp_hlo_binary(b, TP_HLO_MUL, g,
+                        tp_hlo_binary(b, TP_HLO_MUL, x,
+                                      tp_emit_full_like(b, args[2].kind == TP_ARG_FLOAT ? args[2].f : 1, &x)));
       break;
     case TP_A_SILU_BACKWARD: { /* g * s * (1 + x * (1 - s)) */
       tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_LOGISTIC, x);
