@@ -52,6 +52,9 @@ typedef enum {
   TP_X_EMBEDDING_BACKWARD, TP_X_INDEX, TP_X_INDEX_PUT,
 } tp_index_t;
 
+/* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
+typedef enum { TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT } tp_random_t;
+
 #define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \
                      int *n_out);
@@ -84,6 +87,8 @@ TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
+/* random.c */
+TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 /* pool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 /* linalg.c */

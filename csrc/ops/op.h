@@ -76,6 +76,7 @@ enum {
   TP_OPF_INT_ONLY = 1 << 4,     /* integral and bool inputs only (bitwise ops) */
   TP_OPF_FLOAT_ONLY = 1 << 5,   /* floating inputs only */
   TP_OPF_OUT_DTYPE = 1 << 6,    /* the out= form computes in the out tensor's dtype (arange) */
+  TP_OPF_RANDOM = 1 << 7,       /* the caller appends the generator's key (SCALAR i64) */
 };
 
 struct tp_op_def {

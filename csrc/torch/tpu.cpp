@@ -478,8 +478,20 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
   return true;
 }
 
+// The key of the next random call on |device|: from the call's generator (a tpu one) or the
+// device's default generator, whose offset advances by one per call.
+int64_t next_random_key(const std::optional<at::Generator>& given, c10::DeviceIndex device) {
+  at::Generator gen = given && given->defined() ? *given : default_generator(device);
+  TORCH_CHECK(gen.device().type() == DeviceType::PrivateUse1,
+              "Expected a 'tpu' device type for generator but found '", gen.device().type(), "'");
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  uint64_t seed = gen.current_seed(), offset = gen.get_offset();
+  gen.set_offset(offset + 1);
+  return static_cast<int64_t>(seed * 6364136223846793005ull + offset * 1442695040888963407ull + 1);
+}
+
 // How the table kernel treats each schema argument; computed once per kernel.
-enum ArgRole : uint8_t { kValue, kScalar, kDtype, kIgnored };
+enum ArgRole : uint8_t { kValue, kScalar, kDtype, kGenerator, kIgnored };
 
 std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
   std::vector<ArgRole> roles;
@@ -490,6 +502,8 @@ std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
       roles.push_back(kIgnored);
     else if (a.real_type()->str().find("ScalarType") != std::string::npos)
       roles.push_back(kDtype);
+    else if (a.real_type()->str().find("Generator") != std::string::npos)
+      roles.push_back(kGenerator);
     else if (a.type()->kind() == c10::TypeKind::NumberType ||
              (a.type()->kind() == c10::TypeKind::OptionalType &&
               a.type()->containedType(0)->kind() == c10::TypeKind::NumberType))
@@ -527,6 +541,7 @@ struct TableKernel final : c10::OperatorKernel {
     // length (an INT) followed by its tensors.
     tp_eager_arg_t eargs[TP_MAX_ARGS];
     at::Tensor earg_tensor[TP_MAX_ARGS];  // the tpu tensor behind each TENSOR argument
+    std::optional<at::Generator> generator;
     int ne = 0;
     bool native = true;
     for (size_t i = 0; native && i < n_in; i++) {
@@ -534,7 +549,8 @@ struct TableKernel final : c10::OperatorKernel {
         native = false;
         break;
       }
-      if (roles_[i] == kIgnored) {
+      if (roles_[i] == kIgnored || roles_[i] == kGenerator) {
+        if (roles_[i] == kGenerator && !args[i].isNone()) generator = args[i].toGenerator();
         std::memset(&eargs[ne++], 0, sizeof(eargs[0]));
         continue;
       }
@@ -569,6 +585,19 @@ struct TableKernel final : c10::OperatorKernel {
         native = eargs[ne].arg.i != TP_DTYPE_INVALID;
       }
       ne++;
+    }
+    if (native && (tp_op_table[op_].flags & TP_OPF_RANDOM)) {
+      if (ne >= TP_MAX_ARGS) return cpu_fallback(h, stack);
+      c10::DeviceIndex dev = g_current_device;
+      for (int i = 0; i < ne; i++)
+        if (eargs[i].arg.kind == TP_ARG_TENSOR) {
+          dev = static_cast<c10::DeviceIndex>(eargs[i].view.storage->device);
+          break;
+        }
+      std::memset(&eargs[ne], 0, sizeof(eargs[0]));
+      eargs[ne].arg.kind = TP_ARG_SCALAR;
+      eargs[ne].arg.meta.dtype = TP_DTYPE_I64;
+      eargs[ne++].arg.i = next_random_key(generator, dev);
     }
     if (!native) return cpu_fallback(h, stack);
     tp_meta_t metas[TP_MAX_OUTS];

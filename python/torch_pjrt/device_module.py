@@ -6,6 +6,8 @@ import torch
 from . import _C
 
 _DEVICE = "tpu"
+# Read by torch.utils.checkpoint (and others) to decide whether to save this device's RNG state.
+_initialized = _C.initialized()
 
 
 def is_available():

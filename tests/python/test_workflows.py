@@ -528,8 +528,7 @@ def test_activation_checkpoint_grads_match_cpu():
 
 def test_activation_checkpoint_replays_dropout_on_tpu():
     """preserve_rng_state: the recomputation draws the same dropout mask, so checkpointed grads
-    equal the plain ones on the device. (Random ops on tpu use the CPU generator, as the README
-    documents, so the runs are seeded with torch.manual_seed, not torch.tpu.manual_seed.)"""
+    equal the plain ones on the device. (torch.manual_seed seeds the tpu generator too.)"""
     torch.manual_seed(0)
     blk = _Block(dropout=0.5).to(DEVICE)
     x = make((6, 8), torch.float32, seed=8).to(DEVICE)
