@@ -6,6 +6,12 @@
 
 #include "ops/families.h"
 
+int tp_norm_dim(int64_t d, int nd) {
+  int64_t lim = nd ? nd : 1; /* a 0-dim tensor accepts dim 0 and -1 */
+  if (d < -lim || d >= lim) return -1;
+  return (int)(d < 0 ? d + lim : d);
+}
+
 int64_t tp_meta_numel(const tp_meta_t *m) {
   int64_t n = 1;
   for (int i = 0; i < m->ndim; i++) n *= m->sizes[i];

@@ -97,7 +97,8 @@ TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
 
-/* Shared by the families' emitters. */
+/* Shared by the families. */
+int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
 tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);

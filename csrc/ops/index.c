@@ -8,12 +8,6 @@
 
 #include "ops/families.h"
 
-static int norm_dim(int64_t d, int nd) {
-  int64_t lim = nd ? nd : 1;
-  if (d < -lim || d >= lim) return -1;
-  return (int)(d < 0 ? d + lim : d);
-}
-
 static tp_status_t *bad_dim(const tp_op_def_t *op, int64_t d, int nd) {
   return tp_make_status(TP_OUT_OF_RANGE,
                         "%s: Dimension out of range (expected to be in range of [%d, %d], but got "
@@ -171,7 +165,7 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
         return NULL;
       }
       int64_t d0 = n_args > n + 1 && args[n + 1].kind == TP_ARG_INT ? args[n + 1].i : 0;
-      int dim = norm_dim(d0, first->meta.ndim);
+      int dim = tp_norm_dim(d0, first->meta.ndim);
       if (dim < 0) return bad_dim(op, d0, first->meta.ndim);
       out[0] = first->meta;
       out[0].dtype = dt;
@@ -260,7 +254,7 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
     case TP_X_INDEX_ADD: {
       if (n_args < 3 || args[1].kind != TP_ARG_INT || args[2].kind != TP_ARG_TENSOR)
         return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, ...)", op->name);
-      int dim = norm_dim(args[1].i, nd);
+      int dim = tp_norm_dim(args[1].i, nd);
       if (dim < 0) return bad_dim(op, args[1].i, nd);
       const tp_meta_t *index = &args[2].meta;
       if (!tp_dtype_is_int(index->dtype))
@@ -338,7 +332,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       tp_hlo_value_t parts[TP_MAX_ARGS];
       int k = 0;
       int64_t d0 = n_args > n + 1 && args[n + 1].kind == TP_ARG_INT ? args[n + 1].i : 0;
-      int dim = norm_dim(d0, om->ndim);
+      int dim = tp_norm_dim(d0, om->ndim);
       for (int i = 1; i <= n; i++) {
         if (cat_skipped(&args[i]) && om->ndim != 1) continue;
         parts[k++] = tp_hlo_convert(b, in[i], om->dtype);
@@ -405,7 +399,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
   int nd = self->ndim;
   switch ((tp_index_t)op->code) {
     case TP_X_INDEX_SELECT: {
-      int dim = norm_dim(args[1].i, nd);
+      int dim = tp_norm_dim(args[1].i, nd);
       tp_hlo_value_t iv = index_values(b, in[2]);
       if (nd == 0) {
         out[0] = x;
@@ -420,7 +414,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       return;
     }
     case TP_X_GATHER: {
-      int dim = norm_dim(args[1].i, nd);
+      int dim = tp_norm_dim(args[1].i, nd);
       if (nd == 0) {
         out[0] = tp_hlo_reshape(b, x, om->ndim, om->sizes);
         return;
@@ -430,7 +424,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       return;
     }
     case TP_X_SCATTER: case TP_X_SCATTER_ADD: case TP_X_INDEX_ADD: {
-      int dim = norm_dim(args[1].i, nd);
+      int dim = tp_norm_dim(args[1].i, nd);
       const tp_meta_t *pos; /* the positions written: index's shape, or source's for index_add */
       tp_hlo_value_t along, upd;
       if (op->code == TP_X_INDEX_ADD) {
@@ -474,7 +468,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       const tp_op_arg_t *d = n_args > 1 ? &args[1] : NULL;
       int cnt = d && d->kind == TP_ARG_INTS ? d->n : 0;
       for (int i = 0; i < cnt; i++) {
-        int dd = norm_dim(d->ints[i], nd);
+        int dd = tp_norm_dim(d->ints[i], nd);
         if (dd >= 0 && nd) dims[n++] = dd;
       }
       out[0] = tp_hlo_reverse(b, x, n, dims);
@@ -486,7 +480,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       bool flatten = !dm || dm->kind != TP_ARG_INTS || dm->n == 0;
       tp_hlo_value_t v = flatten ? flat(b, x) : x;
       for (int k = 0; k < (flatten ? 1 : n); k++) {
-        int dim = flatten ? 0 : norm_dim(dm->ints[k], nd);
+        int dim = flatten ? 0 : tp_norm_dim(dm->ints[k], nd);
         int64_t len = v.dims[dim];
         if (len == 0) continue;
         int64_t s = (sh->kind == TP_ARG_INTS ? sh->ints[k] : sh->i) % len;

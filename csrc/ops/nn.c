@@ -6,14 +6,8 @@
 
 #include "ops/families.h"
 
-static int norm_dim(int64_t d, int nd) {
-  int64_t lim = nd ? nd : 1;
-  if (d < -lim || d >= lim) return -1;
-  return (int)(d < 0 ? d + lim : d);
-}
-
 static tp_status_t *dim_arg(const tp_op_def_t *op, const tp_op_arg_t *a, int nd, int *out) {
-  *out = a->kind == TP_ARG_INT ? norm_dim(a->i, nd) : -1;
+  *out = a->kind == TP_ARG_INT ? tp_norm_dim(a->i, nd) : -1;
   if (*out < 0)
     return tp_make_status(TP_OUT_OF_RANGE, "%s: Dimension out of range (got %lld for %d dims)",
                           op->name, (long long)a->i, nd);
@@ -63,7 +57,7 @@ tp_status_t *tp_infer_softmax(const tp_op_def_t *op, tp_op_arg_t *args, int n_ar
 void tp_emit_softmax(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                      int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                      tp_hlo_value_t *out) {
-  int dim = norm_dim(args[1].i, args[0].meta.ndim);
+  int dim = tp_norm_dim(args[1].i, args[0].meta.ndim);
   tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(out_meta->dtype));
   tp_hlo_value_t z = tp_hlo_binary(b, TP_HLO_SUB, x, max_keep(b, x, dim));
   tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP, z);
@@ -89,7 +83,7 @@ tp_status_t *tp_infer_softmax_backward(const tp_op_def_t *op, tp_op_arg_t *args,
 void tp_emit_softmax_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                               int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                               tp_hlo_value_t *out) {
-  int dim = norm_dim(args[2].i, args[0].meta.ndim);
+  int dim = tp_norm_dim(args[2].i, args[0].meta.ndim);
   tp_dtype_t md = tp_math_dtype(out_meta->dtype);
   tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), y = tp_hlo_convert(b, in[1], md);
   tp_hlo_value_t r;
