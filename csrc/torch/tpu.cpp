@@ -662,10 +662,46 @@ struct TableKernel final : c10::OperatorKernel {
 
 // ---- copies, views, storage ops ----
 
+// A dense tpu tensor of a dtype the C core does not know (complex, ...) seen as its bytes, so it
+// can still be stored and moved: ops on it run on CPU through the fallback.
+tp_view_t byte_view(const at::Tensor& t) {
+  TORCH_CHECK_NOT_IMPLEMENTED(t.is_contiguous(), "copy_: tpu tensors of dtype ", t.scalar_type(),
+                              " are supported only when contiguous");
+  tp_view_t v{};
+  v.storage = storage_of(t);
+  v.dtype = TP_DTYPE_U8;
+  v.ndim = 1;
+  v.sizes[0] = t.numel() * static_cast<int64_t>(t.itemsize());
+  v.strides[0] = 1;
+  v.offset = t.storage_offset() * static_cast<int64_t>(t.itemsize());
+  return v;
+}
+
 at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
   if (self.numel() == 0) return self;
   bool dst_tpu = self.device().type() == DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == DeviceType::PrivateUse1;
+  if (to_tp(self.scalar_type()) == TP_DTYPE_INVALID || to_tp(src.scalar_type()) == TP_DTYPE_INVALID) {
+    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() == src.scalar_type() || !(dst_tpu && src_tpu),
+                                "copy_: converting tpu tensors of dtype ", src.scalar_type(), " to ",
+                                self.scalar_type(), " is not supported");
+    if (dst_tpu && src_tpu) {
+      TORCH_CHECK_NOT_IMPLEMENTED(self.sizes() == src.sizes(), "copy_: broadcasting tpu tensors of dtype ",
+                                  src.scalar_type(), " is not supported");
+      tp_view_t d = byte_view(self), s = byte_view(src);
+      check(tp_eager_copy(&d, &s));
+    } else if (dst_tpu) {
+      tp_view_t d = byte_view(self);
+      at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
+      check(tp_eager_copy_from_host(&d, host.data_ptr()));
+    } else {
+      tp_view_t s = byte_view(src);
+      at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+      check(tp_eager_copy_to_host(&s, host.data_ptr()));
+      self.copy_(host);
+    }
+    return self;
+  }
   if (dst_tpu && src_tpu) {
     tp_view_t d = view_or_throw(self, "copy_"), s = view_or_throw(src, "copy_");
     check(tp_eager_copy(&d, &s));
