@@ -9,7 +9,7 @@ C_HDR := $(wildcard csrc/*/*.h csrc/*/*.def)
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
 
-.PHONY: setup build demo test test-c test-python bench clean
+.PHONY: setup build demo test test-c test-python bench compat-ops clean
 
 setup: $(VENV)/.installed
 
@@ -41,6 +41,38 @@ test: test-c test-python
 
 bench: build
 	$(PY) bench/eager_overhead.py
+	$(PY) bench/ops.py
+
+# The full OpInfo sweep (long: run it in shards with --shard i/n and `compat merge` to split it);
+# regenerates COMPAT.md and compat/ops.json. COMPAT_ARGS=--quick runs the CI-sized subset.
+compat-ops: build
+	$(PY) -m torch_pjrt.compat ops $(COMPAT_ARGS)
 
 clean:
 	rm -rf build python/torch_pjrt/_C*.so
+
+# ---- Sanitizers: the C core and its unit tests under ASan + UBSan (+ LeakSanitizer). ----------
+# Same sources and flags as build/ctest/%, built into build/asan/. Any ASan/UBSan report or leak
+# in our code fails the run; tests/c/lsan.supp may only hold the PJRT plugin's own allocations.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+C_TESTS_ASAN := $(patsubst tests/c/%.c,build/asan/%,$(wildcard tests/c/*_test.c))
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/c/lsan.supp:print_suppressions=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: test-asan fuzz
+
+build/asan/%: tests/c/%.c $(C_SRC) $(C_HDR) | setup
+	@mkdir -p build/asan
+	$(CC) $(CFLAGS_CORE) $(ASAN_FLAGS) -I$(PLUGIN_INC)/include $< $(C_SRC) -o $@ -ldl -lpthread -lm
+
+test-asan: $(C_TESTS_ASAN)
+	@set -e; for t in $(C_TESTS_ASAN); do echo "== $$t"; $(ASAN_ENV) TP_TEST_PLUGIN=$(PLUGIN_INC)/xla_cpu_pjrt.so $$t; done
+
+# ---- Differential fuzzer: random ATen programs, CPU vs tpu (python/torch_pjrt/fuzz.py). ---------
+# Findings (minimised standalone reproducers + summary-seed<S>.json) go to fuzz-findings/.
+FUZZ_SEED ?= 0
+FUZZ_PROGRAMS ?= 300
+FUZZ_TIME ?= 120
+fuzz: build
+	$(PY) -m torch_pjrt.fuzz --seed $(FUZZ_SEED) --programs $(FUZZ_PROGRAMS) --time-limit $(FUZZ_TIME) --out fuzz-findings

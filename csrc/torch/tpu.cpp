@@ -637,7 +637,16 @@ struct TableKernel final : c10::OperatorKernel {
         TORCH_CHECK(next_out < n_args, op_name(h), ": expected ", n_out, " outputs");
         at::Tensor o = args[next_out++].toTensor();
         if (tp_op_table[op_].flags & TP_OPF_OUT_DTYPE) metas[k].dtype = to_tp(o.scalar_type());
-        at::native::resize_output(o, c10::IntArrayRef(metas[k].sizes, metas[k].ndim));
+        c10::IntArrayRef shape(metas[k].sizes, metas[k].ndim);
+        // An out= tensor sharing storage with an input cannot be resized (the input's view
+        // would lose its storage): PyTorch treats it as in-place and refuses, and so do we.
+        if (o.sizes() != shape)
+          for (int i = 0; i < ne; i++)
+            TORCH_CHECK(!earg_tensor[i].defined() ||
+                            !earg_tensor[i].storage().is_alias_of(o.storage()),
+                        "output with shape ", o.sizes(), " doesn't match the broadcast shape ",
+                        shape);
+        at::native::resize_output(o, shape);
         check_overlap(o, args, n_in);
         outs.push_back(o);
       }
