@@ -37,7 +37,7 @@ test-c: $(C_TESTS)
 test-python: build
 	$(PY) -m pytest -q tests/python
 
-test: test-c test-python
+test: test-c test-asan test-python
 
 bench: build
 	$(PY) bench/eager_overhead.py
