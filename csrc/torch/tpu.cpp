@@ -1008,6 +1008,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("clear_cache", [] { tp_exec_cache_clear(tp_eager_cache()); });
   m.def("default_generator", [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
+  // Compiles MLIR text with the plugin and discards the result: lets tests and tools check how
+  // a plugin error (its diagnostics) reaches Python.
+  m.def("_compile", [](const std::string& mlir) {
+    tp_executable_t* exe = nullptr;
+    check(tp_executable_compile(client(), mlir.c_str(), mlir.size(), &exe));
+    tp_executable_release(exe);
+  });
   m.def("storage_buffer_dtype", [](const at::Tensor& t) {
     tp_storage_t* s = storage_of(t);
     return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();

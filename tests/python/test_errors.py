@@ -280,3 +280,12 @@ def test_errors_do_not_poison_later_work():
         with pytest.raises((RuntimeError, ValueError)):
             bad()
     _still_works()
+
+
+def test_plugin_compile_error_is_a_python_exception_with_the_plugins_message():
+    from torch_pjrt import _C
+    with pytest.raises(RuntimeError, match="compile") as ei:
+        _C._compile('module { func.func @main() -> () { "no.such_op"() : () -> () } }')
+    assert "unregistered dialect" in str(ei.value)  # the plugin's diagnostic is kept
+    # the process and the device keep working
+    assert (torch.ones(3, device="tpu") * 2).sum().item() == 6.0
