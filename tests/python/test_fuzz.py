@@ -118,10 +118,20 @@ KNOWN = [
              or "match the broadcast shape" in f["detail"])),
     Bug("reduce_check_order",
         "std/var of a bool or integer tensor with an out-of-range dim raise IndexError (dim "
-        "checked first, reduce.c); CPU raises NotImplementedError (dtype checked first)",
+        "checked first, reduce.c), amax over dims [0, -2] of an empty 2-D tensor raises "
+        "'dim 0 appears multiple times' (RuntimeError); CPU checks the dtype / the zero-size dim "
+        "first and raises NotImplementedError / IndexError",
         ["v0 = make((), torch.bool, 1005).to(dev)",
          "v1 = torch.std(v0, dim=[5], correction=0, keepdim=True)"],
-        lambda f: f["kind"] == "error_type" and "std and var only support" in f["detail"]),
+        lambda f: f["kind"] == "error_type" and re.search(
+            r"std and var only support|appears multiple times", f["detail"])),
+    Bug("div_bool_by_zero_scalar",
+        "true division of a bool tensor by a zero Scalar gives 0.0 for False / 0 on tpu; CPU "
+        "gives nan (0 / 0), as it does for int and float tensors (where tpu agrees)",
+        ["v0 = make((2,), torch.bool, 1001).to(dev)",
+         "v1 = torch.div(v0, False)"],
+        lambda f: f["kind"] == "value" and re.search(r"torch\.div\(|/", _stmt(f))
+        and "tpu 0.0 vs CPU nan" in f["detail"]),
     Bug("output_strides_contiguous",
         "elementwise results are always contiguous, while CPU's TensorIterator keeps the input's "
         "layout: after clamp of a transposed tensor, .view(-1) works on tpu but raises on CPU",
