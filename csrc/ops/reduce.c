@@ -173,13 +173,18 @@ static tp_hlo_value_t expand_back(tp_hlo_builder_t *b, tp_hlo_value_t r, const t
   return tp_hlo_broadcast_in_dim(b, r, like->ndim, like->dims, bd);
 }
 
-static tp_hlo_value_t reduce_dims(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
-                                  double init, const bool *mask) {
+static tp_hlo_value_t reduce_with(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
+                                  tp_hlo_value_t init, const bool *mask) {
   int64_t dims[TP_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < x.ndim; i++)
     if (mask[i]) dims[n++] = i;
-  return tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, init), op, n, dims);
+  return tp_hlo_reduce(b, x, init, op, n, dims);
+}
+
+static tp_hlo_value_t reduce_dims(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
+                                  double init, const bool *mask) {
+  return reduce_with(b, x, op, tp_hlo_constant(b, x.dtype, init), mask);
 }
 
 static int64_t reduced_count(const tp_hlo_value_t *x, const bool *mask) {
@@ -200,15 +205,6 @@ static tp_hlo_value_t limit(tp_hlo_builder_t *b, tp_dtype_t t, bool lowest) {
     case TP_DTYPE_I64: return tp_hlo_constant_i(b, t, lowest ? INT64_MIN : INT64_MAX);
     default: return tp_hlo_constant(b, t, lowest ? -INFINITY : INFINITY);
   }
-}
-
-static tp_hlo_value_t reduce_with(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
-                                  tp_hlo_value_t init, const bool *mask) {
-  int64_t dims[TP_MAX_DIMS];
-  int n = 0;
-  for (int i = 0; i < x.ndim; i++)
-    if (mask[i]) dims[n++] = i;
-  return tp_hlo_reduce(b, x, init, op, n, dims);
 }
 
 static tp_hlo_value_t nan_like(tp_hlo_builder_t *b, const tp_hlo_value_t *x) {

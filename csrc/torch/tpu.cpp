@@ -612,6 +612,12 @@ struct TableKernel final : c10::OperatorKernel {
     // op writes into its own arguments (metas[k].writes_arg), which are not returned.
     std::vector<at::Tensor> outs;
     size_t next_out = n_in;
+    c10::Device dev(DeviceType::PrivateUse1, g_current_device);  // where fresh outputs go
+    for (int i = 0; i < ne; i++)
+      if (eargs[i].arg.kind == TP_ARG_TENSOR) {
+        dev = c10::Device(DeviceType::PrivateUse1, eargs[i].view.storage->device);
+        break;
+      }
     for (int k = 0; k < n_out; k++) {
       if (metas[k].writes_arg) {
         int a = metas[k].writes_arg - 1;
@@ -620,12 +626,6 @@ struct TableKernel final : c10::OperatorKernel {
         continue;
       }
       if (variant_ == 0) {
-        c10::Device dev(DeviceType::PrivateUse1, g_current_device);
-        for (int i = 0; i < ne; i++)
-          if (eargs[i].arg.kind == TP_ARG_TENSOR) {
-            dev = c10::Device(DeviceType::PrivateUse1, eargs[i].view.storage->device);
-            break;
-          }
         c10::DeviceGuard guard(dev);
         outs.push_back(at::empty(c10::IntArrayRef(metas[k].sizes, metas[k].ndim),
                                  at::TensorOptions().dtype(from_tp(metas[k].dtype)).device(dev)));
