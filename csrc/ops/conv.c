@@ -55,9 +55,13 @@ tp_status_t *tp_infer_conv(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
   if (w->ndim != x->ndim)
     return tp_make_status(TP_INVALID_ARGUMENT, "Expected %d-dimensional weight, but got weight of size %d-D",
                           x->ndim, w->ndim);
-  if (x->dtype != w->dtype || !tp_dtype_is_float(x->dtype))
-    return tp_make_status(TP_INVALID_ARGUMENT, "Input type (%s) and weight type (%s) should be the same floating type",
+  if (x->dtype != w->dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT, "Input type (%s) and weight type (%s) should be the same",
                           tp_dtype_name(x->dtype), tp_dtype_name(w->dtype));
+  /* CPU also convolves int64 (exactly, wrapping on overflow, as an i64 convolution does); which
+   * other integer types its kernels take varies by kernel, so those run there. */
+  if (!tp_dtype_is_float(x->dtype) && x->dtype != TP_DTYPE_I64)
+    return tp_make_status(TP_UNIMPLEMENTED, "convolution of %s tensors", tp_dtype_name(x->dtype));
   if (c.transposed && c.groups != 1) return tp_make_status(TP_UNIMPLEMENTED, "grouped transposed convolution");
   int64_t cin = c.transposed ? w->sizes[0] : w->sizes[1] * c.groups;
   if (x->sizes[1] != cin)
@@ -140,6 +144,11 @@ void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
  * transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias) */
 tp_status_t *tp_infer_conv_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                     tp_meta_t *out, int *n_out) {
+  if (op->code == 1 && n_args >= 11) {
+    /* convolution_backward: drop bias_sizes (argument 3), the rest is the overrideable form. */
+    memmove(&args[3], &args[4], sizeof(args[0]) * (size_t)(n_args - 4));
+    memset(&args[n_args - 1], 0, sizeof(args[0]));
+  }
   if (n_args < 10 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
       args[2].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);

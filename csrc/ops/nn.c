@@ -108,7 +108,9 @@ tp_status_t *tp_infer_activation(const tp_op_def_t *op, tp_op_arg_t *args, int n
   tp_meta_t shape = args[0].meta;
   if (backward) TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   shape.dtype = tp_result_type(args, n_tensors);
-  if (op->code == TP_A_DROPOUT_BACKWARD) shape.dtype = args[0].meta.dtype; /* mask is bool */
+  if (op->code == TP_A_DROPOUT_BACKWARD) /* mask is bool; CPU computes grad * mask * scale, so an
+                                            * integer or bool grad promotes to the default float */
+    shape.dtype = tp_dtype_is_float(args[0].meta.dtype) ? args[0].meta.dtype : TP_DTYPE_F32;
   if (!tp_dtype_is_float(shape.dtype) && op->code != TP_A_LEAKY_RELU && op->code != TP_A_HARDTANH)
     return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
                           tp_dtype_name(shape.dtype));
@@ -534,11 +536,15 @@ tp_status_t *tp_infer_batch_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n
   out[1] = out[2] = v;
   *n_out = 3;
   if (training && stats) {
+    /* Updated running statistics: written into the arguments, or (code 1, the functional form
+     * a captured graph holds) returned. */
     out[3] = args[3].meta;
-    out[3].writes_arg = 4;
+    out[3].writes_arg = op->code == 1 ? 0 : 4;
     out[4] = args[4].meta;
-    out[4].writes_arg = 5;
+    out[4].writes_arg = op->code == 1 ? 0 : 5;
     *n_out = 5;
+  } else if (op->code == 1) {
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: evaluation mode", op->name);
   }
   return NULL;
 }

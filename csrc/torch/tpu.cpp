@@ -671,19 +671,52 @@ struct TableKernel final : c10::OperatorKernel {
 
 // ---- copies, views, storage ops ----
 
-// A dense tpu tensor of a dtype the C core does not know (complex, ...) seen as its bytes, so it
-// can still be stored and moved: ops on it run on CPU through the fallback.
-tp_view_t byte_view(const at::Tensor& t) {
-  TORCH_CHECK_NOT_IMPLEMENTED(t.is_contiguous(), "copy_: tpu tensors of dtype ", t.scalar_type(),
-                              " are supported only when contiguous");
+// A tpu tensor of a dtype the C core does not know (complex, ...) is kept as bytes, so it can
+// still be stored and moved: ops on it run on CPU through the fallback. Such a tensor is read and
+// written through the run of storage bytes it reaches, from its first element to its last.
+int64_t element_span(const at::Tensor& t) {
+  int64_t span = 1;
+  for (int64_t i = 0; i < t.dim(); i++) span += (t.size(i) - 1) * t.stride(i);
+  return span;
+}
+
+tp_view_t byte_span(const at::Tensor& t) {
+  int64_t item = static_cast<int64_t>(t.itemsize());
   tp_view_t v{};
   v.storage = storage_of(t);
   v.dtype = TP_DTYPE_U8;
   v.ndim = 1;
-  v.sizes[0] = t.numel() * static_cast<int64_t>(t.itemsize());
+  v.sizes[0] = element_span(t) * item;
   v.strides[0] = 1;
-  v.offset = t.storage_offset() * static_cast<int64_t>(t.itemsize());
+  v.offset = t.storage_offset() * item;
   return v;
+}
+
+// A tensor's lazy conjugate and negative bits are not in its bytes: its values are |host| with
+// the bits of |t| applied (both bits are involutions, so this converts either way).
+at::Tensor with_bits_of(const at::Tensor& t, at::Tensor host) {
+  if (t.is_conj()) host = host.conj();
+  if (t.is_neg()) host = host._neg_view();
+  return host;
+}
+
+// The values of such a tpu tensor (any strides) as a CPU tensor: a strided view of its span. It
+// must not go through .cpu(), which resolves the bits with a clone on tpu: a copy_ again.
+at::Tensor bytes_to_host(const at::Tensor& src) {
+  at::Tensor span = at::empty({element_span(src)}, src.options().device(c10::kCPU));
+  tp_view_t s = byte_span(src);
+  check(tp_eager_copy_to_host(&s, span.data_ptr()));
+  return with_bits_of(src, span.as_strided(src.sizes(), src.strides(), 0));
+}
+
+// Writes |host| (dst's dtype, broadcastable to its sizes) into such a tpu tensor. A strided |dst|
+// rewrites the whole span it reaches, so the bytes between its elements are read first and kept.
+void bytes_from_host(const at::Tensor& dst, const at::Tensor& host) {
+  at::Tensor span = dst.is_contiguous() ? at::empty({dst.numel()}, host.options())
+                                        : bytes_to_host(dst).as_strided({element_span(dst)}, {1}, 0);
+  span.as_strided(dst.sizes(), dst.strides(), 0).copy_(with_bits_of(dst, host));
+  tp_view_t d = byte_span(dst);
+  check(tp_eager_copy_from_host(&d, span.data_ptr()));
 }
 
 at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
@@ -691,23 +724,22 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocki
   bool dst_tpu = self.device().type() == DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == DeviceType::PrivateUse1;
   if (to_tp(self.scalar_type()) == TP_DTYPE_INVALID || to_tp(src.scalar_type()) == TP_DTYPE_INVALID) {
-    TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() == src.scalar_type() || !(dst_tpu && src_tpu),
-                                "copy_: converting tpu tensors of dtype ", src.scalar_type(), " to ",
-                                self.scalar_type(), " is not supported");
-    if (dst_tpu && src_tpu) {
-      TORCH_CHECK_NOT_IMPLEMENTED(self.sizes() == src.sizes(), "copy_: broadcasting tpu tensors of dtype ",
-                                  src.scalar_type(), " is not supported");
-      tp_view_t d = byte_view(self), s = byte_view(src);
+    if (dst_tpu && src_tpu && self.scalar_type() == src.scalar_type() && self.sizes() == src.sizes() &&
+        self.is_contiguous() && src.is_contiguous() && self.is_conj() == src.is_conj() &&
+        self.is_neg() == src.is_neg()) {
+      tp_view_t d = byte_span(self), s = byte_span(src);
       check(tp_eager_copy(&d, &s));
+    } else if (dst_tpu && src_tpu) {
+      // Converting, broadcasting or strided: the device cannot compute on these bytes, so the
+      // copy goes through the host, counted as a fallback like any op that runs on CPU.
+      note_fallback("copy_");
+      self.copy_(to_tp(src.scalar_type()) == TP_DTYPE_INVALID ? bytes_to_host(src) : src.cpu());
     } else if (dst_tpu) {
-      tp_view_t d = byte_view(self);
-      at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
-      check(tp_eager_copy_from_host(&d, host.data_ptr()));
+      TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to tpu");
+      bytes_from_host(self, src.to(self.scalar_type()));
     } else {
-      tp_view_t s = byte_view(src);
-      at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
-      check(tp_eager_copy_to_host(&s, host.data_ptr()));
-      self.copy_(host);
+      TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from tpu to ", self.device());
+      self.copy_(bytes_to_host(src));
     }
     return self;
   }
@@ -743,6 +775,7 @@ at::Tensor tpu_copy_from_and_resize(const at::Tensor& self, const at::Tensor& ds
 c10::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
+  if (to_tp(self.scalar_type()) == TP_DTYPE_INVALID) return at::_local_scalar_dense(bytes_to_host(self));
   tp_view_t v = view_or_throw(self, "item");
   at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
   v.ndim = 0;

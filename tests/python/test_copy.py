@@ -262,3 +262,51 @@ def test_large_round_trip():
     t = c.to(DEVICE)
     assert torch.equal(t.cpu(), c)
     assert torch.equal(t[999_990::3].cpu(), c[999_990::3])
+
+
+# Complex tensors are stored as bytes (the device does not compute on them: their ops fall back to
+# CPU); every copy of them must still work, through the host where the device cannot do it.
+CDT_IDS = ["cfloat", "cdouble"]
+
+
+@pytest.mark.parametrize("dtype", [torch.cfloat, torch.cdouble], ids=CDT_IDS)
+def test_complex_round_trip_strided(dtype):
+    c = torch.randn(4, 6, 3, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    t = c.to(DEVICE)
+    assert t.dtype == dtype and torch.equal(t.cpu(), c)
+    for view in (lambda x: x[:, ::2], lambda x: x.transpose(0, 2), lambda x: x[1:, 2, ::2],
+                 lambda x: x[:1].expand(3, 6, 3)):
+        assert torch.equal(view(t).cpu(), view(c))
+        assert torch.equal(view(t).contiguous().cpu(), view(c).contiguous())
+    assert t[1, 2, 0].item() == c[1, 2, 0].item()
+
+
+def test_complex_conversions_on_device():
+    f = make((4, 6), torch.float32)
+    c = f.to(DEVICE).to(torch.cfloat)
+    assert c.device.type == DEVICE and torch.equal(c.cpu(), f.to(torch.cfloat))
+    z = torch.randn(4, 6, dtype=torch.cfloat, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(z.to(DEVICE).to(torch.float32).cpu(), z.real)
+    assert torch.equal(z.to(DEVICE).to(torch.cdouble).cpu(), z.to(torch.cdouble))
+    assert torch.equal(z.to(DEVICE).expand(2, 4, 6).clone().cpu(), z.expand(2, 4, 6))
+
+
+def test_complex_copy_into_strided_destination_keeps_the_rest():
+    z = torch.randn(4, 6, dtype=torch.cfloat, generator=torch.Generator().manual_seed(2))
+    t = torch.zeros(4, 6, dtype=torch.cfloat, device=DEVICE)
+    e = torch.zeros(4, 6, dtype=torch.cfloat)
+    t[:, 1::2] = z[:, :3]           # from the host
+    e[:, 1::2] = z[:, :3]
+    t[:, ::2] = z.to(DEVICE)[:, 3:]  # device to device, strided on both sides
+    e[:, ::2] = z[:, 3:]
+    assert torch.equal(t.cpu(), e)
+
+
+def test_complex_conjugate_and_fft_results():
+    x = make((5, 6, 7), torch.float32)
+    # ifft's CPU result comes back with a lazy conjugate bit and a transposed layout
+    for fn in (lambda v: torch.fft.ifft(v, n=10, dim=1, norm="ortho"), torch.fft.fft, torch.fft.ihfft):
+        torch.testing.assert_close(fn(x.to(DEVICE)).cpu(), fn(x))
+    z = torch.randn(3, 4, dtype=torch.cfloat, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(z.to(DEVICE).conj().cpu(), z.conj())
+    assert torch.equal(z.to(DEVICE).conj().resolve_conj().cpu(), z.conj().resolve_conj())
