@@ -1,14 +1,19 @@
-/* Executable cache: hash table + LRU list in memory; one file per entry on disk. */
+/* Executable cache: hash table + LRU list in memory; one file per entry on disk, bounded in
+ * bytes with least-recently-used eviction by file mtime (shared by every process using the
+ * directory, so no index file needs locking). */
 #include "runtime/exec_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct entry {
@@ -28,7 +33,15 @@ struct tp_exec_cache {
   entry_t *head, *tail;
   char *dir;          /* NULL when disabled */
   char *identity;     /* plugin path, size, mtime and API version */
+  pthread_mutex_t disk_lock; /* guards the two fields below and eviction scans */
+  int64_t disk_max;   /* bytes; 0 = unbounded */
+  int64_t disk_bytes; /* entry bytes at the last scan plus those stored since; -1: not scanned */
 };
+
+static const char kDiskMaxEnv[] = "TORCH_PJRT_CACHE_DISK_MAX_BYTES";
+#define TP_DISK_MAX_DEFAULT ((int64_t)1 << 30)
+/* A temporary file this old was left by a writer that died before renaming it. */
+#define TP_STALE_TMP_SECONDS 3600
 
 static const char kMagic[8] = {'T', 'P', 'X', 'C', '0', '0', '0', '1'};
 
@@ -88,6 +101,24 @@ static char *check_dir(const char *dir, char **out_warning) {
   return strdup(dir);
 }
 
+/* "<n>[K|M|G][B]" (powers of 1024) -> bytes, or -1 when malformed. */
+static int64_t parse_bytes(const char *v) {
+  char *end = NULL;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (end == v || n < 0 || errno) return -1;
+  int64_t mul = 1;
+  switch (*end) {
+    case 'k': case 'K': mul = (int64_t)1 << 10; end++; break;
+    case 'm': case 'M': mul = (int64_t)1 << 20; end++; break;
+    case 'g': case 'G': mul = (int64_t)1 << 30; end++; break;
+    default: break;
+  }
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end || n > INT64_MAX / mul) return -1;
+  return (int64_t)n * mul;
+}
+
 tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, size_t capacity,
                                   const char *codegen_id, tp_exec_cache_t **out_cache,
                                   char **out_warning) {
@@ -101,8 +132,25 @@ tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, siz
   c->n_buckets = 4096;
   c->buckets = calloc(c->n_buckets, sizeof(entry_t *));
   c->capacity = capacity ? capacity : 1;
+  pthread_mutex_init(&c->disk_lock, NULL);
+  c->disk_bytes = -1;
+  c->disk_max = TP_DISK_MAX_DEFAULT;
   char *warning = NULL;
   if (disk_dir && *disk_dir) c->dir = check_dir(disk_dir, &warning);
+  const char *max_env = getenv(kDiskMaxEnv);
+  if (c->dir && max_env && *max_env) {
+    int64_t v = parse_bytes(max_env);
+    if (v >= 0) {
+      c->disk_max = v;
+    } else if (!warning) {
+      char buf[512];
+      snprintf(buf, sizeof(buf),
+               "ignoring %s='%.200s': not a byte count (such as 500M or 2G); the on-disk cache "
+               "keeps its default bound of 1G",
+               kDiskMaxEnv, max_env);
+      warning = strdup(buf);
+    }
+  }
   if (out_warning) *out_warning = warning;
   else free(warning);
   struct stat sb;
@@ -147,6 +195,7 @@ void tp_exec_cache_free(tp_exec_cache_t *c) {
   free(c->dir);
   free(c->identity);
   tp_client_release(c->client);
+  pthread_mutex_destroy(&c->disk_lock);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
@@ -226,6 +275,94 @@ static void entry_path(tp_exec_cache_t *c, const void *key, size_t key_size, cha
   snprintf(buf, n, "%s/%016" PRIx64 "%016" PRIx64 ".tpx", c->dir, h, h2);
 }
 
+/* ---- the disk bound ---- */
+
+typedef struct {
+  struct timespec mtime;
+  int64_t size;
+  char name[48];
+} disk_file_t;
+
+static int older_first(const void *pa, const void *pb) {
+  const disk_file_t *a = pa, *b = pb;
+  if (a->mtime.tv_sec != b->mtime.tv_sec) return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
+  if (a->mtime.tv_nsec != b->mtime.tv_nsec) return a->mtime.tv_nsec < b->mtime.tv_nsec ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+/* Counts the directory's entries and, when they exceed the bound, removes the least recently
+ * used until 90% of it remains (the slack keeps scans rare); also removes the temporary files
+ * of writers that died. Another process evicting at the same time is harmless: an entry gone
+ * already counts as removed, and a reader holding an unlinked file still reads it whole.
+ * Caller holds disk_lock. */
+static void disk_scan_locked(tp_exec_cache_t *c) {
+  DIR *d = opendir(c->dir);
+  if (!d) return;
+  int dfd = dirfd(d);
+  disk_file_t *files = NULL;
+  size_t n = 0, cap = 0;
+  int64_t total = 0;
+  time_t now = time(NULL);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    size_t len = strlen(de->d_name);
+    bool entry = len > 4 && strcmp(de->d_name + len - 4, ".tpx") == 0;
+    bool tmp = len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0;
+    struct stat sb;
+    if ((!entry && !tmp) || fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(sb.st_mode))
+      continue;
+    if (tmp) {
+      if (now - sb.st_mtime > TP_STALE_TMP_SECONDS) unlinkat(dfd, de->d_name, 0);
+      continue;
+    }
+    total += sb.st_size;
+    if (len >= sizeof(files[0].name)) continue; /* not one of ours: counted, never removed */
+    if (n == cap) {
+      size_t ncap = cap ? cap * 2 : 256;
+      disk_file_t *nf = realloc(files, ncap * sizeof(*files));
+      if (!nf) break;
+      files = nf;
+      cap = ncap;
+    }
+    files[n].mtime = sb.st_mtim;
+    files[n].size = sb.st_size;
+    memcpy(files[n].name, de->d_name, len + 1);
+    n++;
+  }
+  if (c->disk_max > 0 && total > c->disk_max) {
+    qsort(files, n, sizeof(*files), older_first);
+    int64_t target = c->disk_max - c->disk_max / 10;
+    for (size_t i = 0; i < n && total > target; i++)
+      if (unlinkat(dfd, files[i].name, 0) == 0 || errno == ENOENT) total -= files[i].size;
+  }
+  closedir(d);
+  free(files);
+  c->disk_bytes = total;
+}
+
+/* Accounts for |bytes| just stored; scans (and evicts) on the first store and whenever the
+ * count passes the bound. */
+static void disk_account(tp_exec_cache_t *c, int64_t bytes) {
+  pthread_mutex_lock(&c->disk_lock);
+  if (c->disk_max > 0) {
+    if (c->disk_bytes < 0) disk_scan_locked(c);
+    else c->disk_bytes += bytes;
+    if (c->disk_bytes > c->disk_max) disk_scan_locked(c);
+  }
+  pthread_mutex_unlock(&c->disk_lock);
+}
+
+void tp_exec_cache_set_disk_limit(tp_exec_cache_t *c, int64_t max_bytes) {
+  pthread_mutex_lock(&c->disk_lock);
+  c->disk_max = max_bytes > 0 ? max_bytes : 0;
+  c->disk_bytes = -1;
+  if (c->dir && c->disk_max > 0) disk_scan_locked(c);
+  pthread_mutex_unlock(&c->disk_lock);
+}
+
+int64_t tp_exec_cache_disk_limit(const tp_exec_cache_t *c) { return c->disk_max; }
+
 static tp_executable_t *disk_load(tp_exec_cache_t *c, const void *key, size_t key_size) {
   char path[1200];
   entry_path(c, key, key_size, path, sizeof(path));
@@ -250,6 +387,8 @@ static tp_executable_t *disk_load(tp_exec_cache_t *c, const void *key, size_t ke
   if (st) {
     tp_status_free(st);
     exe = NULL;
+  } else {
+    futimens(fileno(f), NULL); /* recently used: the disk bound evicts by mtime */
   }
 out:
   free(buf);
@@ -284,6 +423,7 @@ static void disk_store(tp_exec_cache_t *c, const void *key, size_t key_size,
   if (f) fclose(f); else close(fd);
   if (ok && rename(tmp, path) == 0) {
     free(bytes);
+    disk_account(c, (int64_t)(sizeof(kMagic) + sizeof(hdr) + id_size + key_size + size));
     return;
   }
   unlink(tmp);

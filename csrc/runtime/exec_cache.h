@@ -20,6 +20,9 @@ extern "C" {
 typedef struct tp_exec_cache tp_exec_cache_t;
 
 /* |disk_dir| NULL or "" disables the disk cache. |capacity| bounds the in-memory entries.
+ * The disk cache is bounded too: by TORCH_PJRT_CACHE_DISK_MAX_BYTES (read here, once; a byte
+ * count with an optional K/M/G suffix, 0 = unbounded, default 1G), evicting the least recently
+ * used entries (by file mtime, which a load refreshes) once the directory grows past it.
  * |codegen_id| names the program generator (the build of the code that emits programs), so a
  * rebuilt library never loads programs an older build emitted for the same signature.
  * A disk directory that cannot be used is not an error: the cache runs memory-only and
@@ -40,6 +43,11 @@ void tp_exec_cache_insert(tp_exec_cache_t *cache, const void *key, size_t key_si
                           tp_executable_t *exe);
 size_t tp_exec_cache_size(const tp_exec_cache_t *cache);
 void tp_exec_cache_set_capacity(tp_exec_cache_t *cache, size_t capacity);
+/* Bounds the disk cache to |max_bytes| (0 = unbounded). When a store takes the directory past
+ * the bound, the oldest entries are removed until it holds at most 90% of it (entries written
+ * by other processes since the last scan count from the next scan on). */
+void tp_exec_cache_set_disk_limit(tp_exec_cache_t *cache, int64_t max_bytes);
+int64_t tp_exec_cache_disk_limit(const tp_exec_cache_t *cache);
 void tp_exec_cache_clear(tp_exec_cache_t *cache);
 const char *tp_exec_cache_dir(const tp_exec_cache_t *cache); /* "" when disabled */
 

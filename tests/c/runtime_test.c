@@ -166,6 +166,88 @@ static void test_cache(tp_client_t *c) {
   CHECK(system(cmd) == 0);
 }
 
+/* Total size of the *.tpx entries in |dir|, and their count. */
+static long long dir_bytes(const char *dir, int *out_count) {
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "cat %s/*.tpx 2>/dev/null | wc -c; ls %s | grep -c '\\.tpx$'",
+           dir, dir);
+  FILE *p = popen(cmd, "r");
+  long long bytes = -1;
+  int count = -1;
+  if (p) {
+    if (fscanf(p, "%lld %d", &bytes, &count) != 2) bytes = -1;
+    pclose(p);
+  }
+  *out_count = count;
+  return bytes;
+}
+
+static void test_disk_bound(tp_client_t *c) {
+  char dir[] = "/tmp/tp_disk_bound_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  tp_exec_cache_t *cache = NULL;
+  char *warn = NULL;
+  CHECK_OK(tp_exec_cache_create(c, dir, 4, "bound", &cache, &warn));
+  CHECK(warn == NULL);
+  CHECK(tp_exec_cache_disk_limit(cache) == (int64_t)1 << 30); /* the default */
+  char *text = add_program(3);
+  tp_executable_t *exe = NULL;
+  CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  char key[32];
+  snprintf(key, sizeof(key), "key-%d", 0);
+  tp_exec_cache_insert(cache, key, strlen(key), 0, exe);
+  int n1 = 0;
+  long long one = dir_bytes(dir, &n1);
+  CHECK(n1 == 1 && one > 0);
+  /* Room for about five entries: storing twenty keeps it under the bound, newest kept. */
+  tp_exec_cache_set_disk_limit(cache, one * 5 + one / 2);
+  for (int i = 1; i < 20; i++) {
+    snprintf(key, sizeof(key), "key-%d", i);
+    tp_exec_cache_insert(cache, key, strlen(key), (uint64_t)i, exe);
+    int n = 0;
+    CHECK(dir_bytes(dir, &n) <= one * 5 + one / 2);
+  }
+  int n = 0;
+  dir_bytes(dir, &n);
+  CHECK(n >= 4 && n <= 5);
+  tp_exec_cache_free(cache);
+  /* A fresh cache (another process) finds the newest on disk, not the oldest. */
+  CHECK_OK(tp_exec_cache_create(c, dir, 4, "bound", &cache, &warn));
+  tp_executable_t *hit = tp_exec_cache_lookup(cache, "key-19", 6, 19);
+  CHECK(hit != NULL);
+  tp_executable_release(hit);
+  CHECK(tp_exec_cache_lookup(cache, "key-0", 5, 0) == NULL);
+  /* Lowering the bound evicts at once; 0 means unbounded. */
+  tp_exec_cache_set_disk_limit(cache, one * 2 + one / 2);
+  dir_bytes(dir, &n);
+  CHECK(n <= 2);
+  hit = tp_exec_cache_lookup(cache, "key-19", 6, 19); /* a memory hit now */
+  CHECK(hit != NULL);
+  tp_executable_release(hit);
+  tp_exec_cache_set_disk_limit(cache, 0);
+  CHECK(tp_exec_cache_disk_limit(cache) == 0);
+  tp_exec_cache_free(cache);
+
+  /* The environment variable, and a malformed value warns and keeps the default. */
+  setenv("TORCH_PJRT_CACHE_DISK_MAX_BYTES", "3M", 1);
+  CHECK_OK(tp_exec_cache_create(c, dir, 4, "bound", &cache, &warn));
+  CHECK(warn == NULL && tp_exec_cache_disk_limit(cache) == 3 << 20);
+  tp_exec_cache_free(cache);
+  setenv("TORCH_PJRT_CACHE_DISK_MAX_BYTES", "lots", 1);
+  CHECK_OK(tp_exec_cache_create(c, dir, 4, "bound", &cache, &warn));
+  CHECK(warn != NULL && strstr(warn, "TORCH_PJRT_CACHE_DISK_MAX_BYTES"));
+  free(warn);
+  CHECK(tp_exec_cache_disk_limit(cache) == (int64_t)1 << 30);
+  tp_exec_cache_free(cache);
+  unsetenv("TORCH_PJRT_CACHE_DISK_MAX_BYTES");
+
+  tp_executable_release(exe);
+  free(text);
+  char cmd[300];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void) {
   const char *plugin = getenv("TP_TEST_PLUGIN");
   if (!plugin) {
@@ -183,6 +265,7 @@ int main(void) {
   test_storage(c);
   test_execute(c);
   test_cache(c);
+  test_disk_bound(c);
   CHECK_OK(tp_client_synchronize(c));
   tp_client_release(c);
   TEST_MAIN_END("runtime_test");
