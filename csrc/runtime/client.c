@@ -73,6 +73,8 @@ done:
   return st;
 }
 
+static void inject_fault_from_env(tp_client_t *c);
+
 static char *dup_n(const char *s, size_t n) {
   char *d = malloc(n + 1);
   if (d) {
@@ -163,6 +165,7 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   c->memory_limit = !ms && c->num_devices && mem.bytes_limit > 0 ? mem.bytes_limit
                                                                   : physical_memory();
   tp_status_free(ms);
+  inject_fault_from_env(c);
   *out_client = c;
   return NULL;
 }
@@ -175,6 +178,7 @@ void tp_client_release(tp_client_t *c) {
   if (!c || atomic_fetch_sub((_Atomic int *)&c->refs, 1) != 1) return;
   tp_status_free(tp_client_synchronize(c));
   tp_status_free(c->async_error);
+  free(c->fault_op);
   if (c->client) {
     TP_PJRT_ARGS(PJRT_Client_Destroy_Args, args);
     args.client = c->client;
@@ -219,29 +223,90 @@ tp_status_t *tp_client_device_memory(tp_client_t *c, int device, tp_device_memor
   return NULL;
 }
 
+/* ---- fault injection ---- */
+
+static const char kFaultEnv[] = "TORCH_PJRT_INJECT_FAULT";
+
+void tp_client_inject_fault(tp_client_t *c, const char *op, int64_t count) {
+  pthread_mutex_lock(&c->lock);
+  free(c->fault_op);
+  c->fault_op = op && *op && count != 0 ? strdup(op) : NULL;
+  c->fault_left = count;
+  atomic_store(&c->fault_armed, c->fault_op != NULL);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Arms injection from "<op>" or "<op>:<count>"; a malformed count fails every execution. */
+static void inject_fault_from_env(tp_client_t *c) {
+  const char *v = getenv(kFaultEnv);
+  if (!v || !*v) return;
+  char *op = strdup(v);
+  if (!op) return;
+  int64_t count = -1;
+  char *colon = strrchr(op, ':');
+  if (colon) {
+    *colon = 0;
+    char *end = NULL;
+    long long n = strtoll(colon + 1, &end, 10);
+    if (end != colon + 1 && *end == 0 && n > 0) count = n;
+  }
+  tp_client_inject_fault(c, op, count);
+  fprintf(stderr, "torch_pjrt: %s: executions of '%s' will fail (%s)\n", kFaultEnv, op,
+          count < 0 ? "every one" : "a limited number");
+  free(op);
+}
+
+/* True (and one fewer left) when this execution of |op_name| is to fail. Caller holds lock. */
+static int fault_due_locked(tp_client_t *c, const char *op_name) {
+  if (!c->fault_op || !op_name) return 0;
+  size_t n = strlen(c->fault_op);
+  if (strncmp(op_name, c->fault_op, n) != 0 || (op_name[n] != 0 && op_name[n] != '.')) return 0;
+  if (c->fault_left > 0 && --c->fault_left == 0) {
+    free(c->fault_op);
+    c->fault_op = NULL;
+    atomic_store(&c->fault_armed, 0);
+  }
+  return 1;
+}
+
+static tp_status_t *injected_fault(const char *op_name) {
+  return tp_make_status(TP_INTERNAL, "%s: injected device fault (%s)", op_name, kFaultEnv);
+}
+
+/* ---- the pending-execution queue ---- */
+
+/* Awaits pending execution |i| and turns its outcome (a device error or an injected fault) into
+ * the client's pending asynchronous error. Caller holds lock. */
+static void finish_locked(tp_client_t *c, int i) {
+  tp_status_t *err = tp_pjrt_await(c->api, c->pending[i].event, "device execution");
+  if (!err && c->pending[i].fault) err = injected_fault("device execution");
+  if (err) {
+    tp_status_annotate(err, "asynchronous error in '%s'", c->pending[i].op);
+    c->async_error = tp_status_join(c->async_error, err);
+  }
+  c->completed = c->pending[i].seq;
+}
+
+static void drop_head_locked(tp_client_t *c, int n) {
+  memmove(c->pending, c->pending + n, (size_t)(c->n_pending - n) * sizeof(c->pending[0]));
+  c->n_pending -= n;
+  if (c->n_pending == 0) c->completed = c->enqueued;
+}
+
 /* Drops the finished events at the head of the queue; keeps the first failure for later. */
 static void prune_locked(tp_client_t *c, int keep_at_most) {
   int i = 0;
   for (; i < c->n_pending; i++) {
     TP_PJRT_ARGS(PJRT_Event_IsReady_Args, args);
-    args.event = c->pending[i];
+    args.event = c->pending[i].event;
     tp_status_t *st = tp_pjrt_status(c->api, c->api->PJRT_Event_IsReady(&args), "event");
     bool ready = !st && args.is_ready;
     tp_status_free(st);
     if (!ready && c->n_pending - i <= keep_at_most) break;
     /* Not ready but the queue is full: waiting here bounds memory. */
-    tp_status_t *err = tp_pjrt_await(c->api, c->pending[i], "device execution");
-    if (err) {
-      tp_status_annotate(err, "asynchronous error in '%s'", c->pending_op[i]);
-      c->async_error = tp_status_join(c->async_error, err);
-    }
-    c->completed = c->pending_seq[i];
+    finish_locked(c, i);
   }
-  memmove(c->pending, c->pending + i, (size_t)(c->n_pending - i) * sizeof(c->pending[0]));
-  memmove(c->pending_op, c->pending_op + i, (size_t)(c->n_pending - i) * sizeof(char *));
-  memmove(c->pending_seq, c->pending_seq + i, (size_t)(c->n_pending - i) * sizeof(uint64_t));
-  if (c->n_pending == i) c->completed = c->enqueued;
-  c->n_pending -= i;
+  drop_head_locked(c, i);
 }
 
 /* Completion times by sequence number, written by plugin threads (atomics only, no locks). */
@@ -270,11 +335,24 @@ void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name) {
   oargs.callback = on_ready;
   oargs.user_arg = (void *)(uintptr_t)seq;
   tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Event_OnReady(&oargs), "event"));
-  c->pending_seq[c->n_pending] = seq;
-  c->pending[c->n_pending] = pjrt_event;
-  c->pending_op[c->n_pending] = op_name ? op_name : "?";
-  c->n_pending++;
+  int k = c->n_pending++;
+  c->pending[k].seq = seq;
+  c->pending[k].event = pjrt_event;
+  c->pending[k].op = op_name ? op_name : "?";
+  c->pending[k].fault = atomic_load_explicit(&c->fault_armed, memory_order_relaxed) &&
+                        fault_due_locked(c, op_name);
   pthread_mutex_unlock(&c->lock);
+}
+
+tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name) {
+  int fault = 0;
+  if (atomic_load_explicit(&c->fault_armed, memory_order_relaxed)) {
+    pthread_mutex_lock(&c->lock);
+    fault = fault_due_locked(c, op_name);
+    pthread_mutex_unlock(&c->lock);
+  }
+  tp_status_t *err = tp_pjrt_await(c->api, (PJRT_Event *)pjrt_event, op_name);
+  return err || !fault ? err : injected_fault(op_name);
 }
 
 tp_status_t *tp_client_synchronize(tp_client_t *c) {
@@ -304,17 +382,9 @@ bool tp_client_marker_done(tp_client_t *c, const tp_marker_t *m) {
 tp_status_t *tp_client_marker_wait(tp_client_t *c, const tp_marker_t *m) {
   pthread_mutex_lock(&c->lock);
   while (c->completed < m->seq && c->n_pending > 0) {
-    /* Await the oldest pending execution, then drop every finished one. */
-    tp_status_t *err = tp_pjrt_await(c->api, c->pending[0], "device execution");
-    if (err) {
-      tp_status_annotate(err, "asynchronous error in '%s'", c->pending_op[0]);
-      c->async_error = tp_status_join(c->async_error, err);
-    }
-    c->completed = c->pending_seq[0];
-    c->n_pending--;
-    memmove(c->pending, c->pending + 1, (size_t)c->n_pending * sizeof(c->pending[0]));
-    memmove(c->pending_op, c->pending_op + 1, (size_t)c->n_pending * sizeof(char *));
-    memmove(c->pending_seq, c->pending_seq + 1, (size_t)c->n_pending * sizeof(uint64_t));
+    /* Await the oldest pending execution. */
+    finish_locked(c, 0);
+    drop_head_locked(c, 1);
   }
   if (c->n_pending == 0) c->completed = c->enqueued;
   tp_status_t *err = c->async_error;

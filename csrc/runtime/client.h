@@ -45,8 +45,23 @@ void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes);
 tp_status_t *tp_client_synchronize(tp_client_t *c);
 
 /* Records an execution's completion event (ownership passes to the client). |op_name| must be
- * a static string. */
+ * a static string. A failure of that execution is reported by the next synchronizing call
+ * (tp_client_synchronize, tp_client_marker_wait, tp_buffer_to_host), naming |op_name|. */
 void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name);
+/* For blocking executions: awaits |pjrt_event| (ownership passes; it is destroyed) and returns
+ * that execution's failure, naming |op_name|. */
+tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name);
+
+/* Fault injection, for testing the error paths (no device fails on demand). Executions of |op|
+ * (an op-table name such as "mul.Tensor", or a base name such as "mul" for every overload)
+ * complete with an INTERNAL error that travels the same way a device failure does: recorded
+ * when the execution completes and reported by the next synchronizing call, or by the execution
+ * itself when it is blocking. (Unlike a real failure, the outputs still hold the right values:
+ * only the reporting is under test.) |count| > 0 fails that many executions, then disarms;
+ * |count| < 0 fails every one; |op| NULL or "" disarms. tp_client_create arms it from the environment
+ * variable TORCH_PJRT_INJECT_FAULT="<op>" or "<op>:<count>", read once. Thread-safe; costs the
+ * execute path one atomic load when disarmed. */
+void tp_client_inject_fault(tp_client_t *c, const char *op, int64_t count);
 
 /* Events over the device's one in-order queue. A marker names all work enqueued so far. */
 typedef struct {

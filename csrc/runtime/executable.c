@@ -177,7 +177,7 @@ tp_status_t *tp_executable_execute(tp_executable_t *e, int device, void *const *
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), op_name);
   if (st) return st;
   atomic_fetch_add(&g_executes, 1);
-  if (blocking) return tp_pjrt_await(api, done, op_name);
+  if (blocking) return tp_client_await_execution(c, done, op_name);
   tp_client_track(c, done, op_name);
   return NULL;
 }

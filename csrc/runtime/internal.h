@@ -5,6 +5,7 @@
 
 #include <pjrt_c_api.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -44,13 +45,21 @@ struct tp_client {
   /* Completion events of enqueued executions, with the op that enqueued each, so synchronize
    * can wait for them and an asynchronous failure can name its op. */
   pthread_mutex_t lock;
-  PJRT_Event *pending[TP_MAX_PENDING];
-  const char *pending_op[TP_MAX_PENDING]; /* static strings (op table names) */
-  uint64_t pending_seq[TP_MAX_PENDING];
+  struct {
+    PJRT_Event *event;
+    const char *op;  /* static string (op table name) */
+    uint64_t seq;
+    int fault;       /* injected: completes with an error (see tp_client_inject_fault) */
+  } pending[TP_MAX_PENDING];
   int n_pending;
   uint64_t enqueued;   /* executions tracked so far */
   uint64_t completed;  /* all executions with seq <= completed are done */
   tp_status_t *async_error; /* first failure seen while pruning, reported at next sync */
+  /* Fault injection: executions of |fault_op| complete with an error. |fault_armed| is the only
+   * thing the execute path reads when nothing is armed; the rest is guarded by |lock|. */
+  _Atomic int fault_armed;
+  char *fault_op;          /* "mul.Tensor", or a base name "mul" matching every overload */
+  int64_t fault_left;      /* executions still to fail; < 0: every one */
 };
 
 #endif  /* TP_RUNTIME_INTERNAL_H_ */

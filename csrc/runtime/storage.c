@@ -107,13 +107,19 @@ tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *da
 
 tp_status_t *tp_buffer_to_host(tp_client_t *client, void *pjrt_buffer, void *dst, size_t size) {
   const PJRT_Api *api = client->api;
+  /* A copy to the host is a synchronizing call (as on CUDA): it waits for the work enqueued
+   * before it and reports an asynchronous failure of that work, naming its op. */
+  tp_marker_t before;
+  tp_client_mark(client, &before);
   TP_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
   args.src = (PJRT_Buffer *)pjrt_buffer;
   args.dst = dst;
   args.dst_size = size;
-  TP_RETURN_IF_ERROR(
-      tp_pjrt_status(api, api->PJRT_Buffer_ToHostBuffer(&args), "copy device to host"));
-  return tp_pjrt_await(api, args.event, "copy device to host");
+  tp_status_t *st =
+      tp_pjrt_status(api, api->PJRT_Buffer_ToHostBuffer(&args), "copy device to host");
+  if (!st) st = tp_pjrt_await(api, args.event, "copy device to host");
+  /* The earlier failure first: it is the cause, a failed copy only its symptom. */
+  return tp_status_join(tp_client_marker_wait(client, &before), st);
 }
 
 int64_t tp_storage_bytes_in_use(int device) { return atomic_load(&g_in_use[dev_slot(device)]); }

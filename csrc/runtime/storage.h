@@ -45,7 +45,9 @@ void tp_storage_set_buffer(tp_storage_t *s, void *pjrt_buffer, tp_dtype_t dtype,
 tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *data,
                                  tp_dtype_t dtype, int ndim, const int64_t *dims,
                                  void **out_buffer);
-/* Copies a whole device buffer to host memory of |size| bytes; blocks until done. */
+/* Copies a whole device buffer to host memory of |size| bytes; blocks until done. A
+ * synchronizing call: also waits for the executions enqueued before it and returns their
+ * asynchronous failure, if any (naming the op), in preference to the copy's own. */
 tp_status_t *tp_buffer_to_host(tp_client_t *client, void *pjrt_buffer, void *dst, size_t size);
 void tp_buffer_destroy(tp_client_t *client, void *pjrt_buffer);
 

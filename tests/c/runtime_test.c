@@ -248,6 +248,59 @@ static void test_disk_bound(tp_client_t *c) {
   CHECK(system(cmd) == 0);
 }
 
+/* An injected fault travels the asynchronous path: reported by the next synchronizing call,
+ * naming the op; a blocking execution reports it itself; a count disarms after that many. */
+static void test_injected_fault(tp_client_t *c) {
+  int64_t n = 3;
+  float a[3] = {1, 2, 3}, r[3] = {0};
+  void *ba = NULL;
+  CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &ba));
+  char *text = add_program(n);
+  tp_executable_t *exe = NULL;
+  CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  if (!exe) return;
+  void *args[2] = {ba, ba}, *out = NULL;
+  int64_t keep[2] = {0, 1};
+
+  tp_client_inject_fault(c, "add", 1); /* a base name matches every overload */
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  tp_status_t *st = tp_client_synchronize(c);
+  CHECK(st && tp_status_code(st) == TP_INTERNAL);
+  CHECK(st && strstr(tp_status_message(st), "asynchronous error in 'add.Tensor'"));
+  tp_status_free(st);
+  CHECK_OK(tp_client_synchronize(c)); /* reported once, and disarmed after one */
+  tp_buffer_destroy(c, out);
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  CHECK_OK(tp_client_synchronize(c));
+  tp_buffer_destroy(c, out);
+
+  /* A copy to the host is a synchronizing call too. */
+  tp_client_inject_fault(c, "add.Tensor", -1);
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  st = tp_buffer_to_host(c, out, r, sizeof(r));
+  CHECK(st && strstr(tp_status_message(st), "'add.Tensor'"));
+  tp_status_free(st);
+  tp_buffer_destroy(c, out);
+  /* Blocking: the execution itself fails; other ops and other names are untouched. */
+  st = tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 1);
+  CHECK(st && tp_status_code(st) == TP_INTERNAL && strstr(tp_status_message(st), "add.Tensor"));
+  tp_status_free(st);
+  tp_buffer_destroy(c, out);
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "addmm", 1));
+  tp_buffer_destroy(c, out);
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add_", 0));
+  CHECK_OK(tp_client_synchronize(c));
+  tp_buffer_destroy(c, out);
+  tp_client_inject_fault(c, NULL, 0);
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
+  CHECK(r[0] == 2 && r[2] == 6);
+  tp_buffer_destroy(c, out);
+  tp_buffer_destroy(c, ba);
+  tp_executable_release(exe);
+  free(text);
+}
+
 int main(void) {
   const char *plugin = getenv("TP_TEST_PLUGIN");
   if (!plugin) {
@@ -266,6 +319,7 @@ int main(void) {
   test_execute(c);
   test_cache(c);
   test_disk_bound(c);
+  test_injected_fault(c);
   CHECK_OK(tp_client_synchronize(c));
   tp_client_release(c);
   TEST_MAIN_END("runtime_test");
