@@ -364,7 +364,7 @@ static const char *const kUnaryNames[] = {
     [TP_HLO_ERFC] = "chlo.erfc",   [TP_HLO_ERF_INV] = "chlo.erf_inv",
     [TP_HLO_LGAMMA] = "chlo.lgamma", [TP_HLO_DIGAMMA] = "chlo.digamma",
     [TP_HLO_IS_INF] = "chlo.is_inf", [TP_HLO_IS_POS_INF] = "chlo.is_pos_inf",
-    [TP_HLO_IS_NEG_INF] = "chlo.is_neg_inf",
+    [TP_HLO_IS_NEG_INF] = "chlo.is_neg_inf", [TP_HLO_BESSEL_I1E] = "chlo.bessel_i1e",
 };
 
 tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x) {
@@ -382,6 +382,7 @@ static const char *const kBinaryNames[] = {
     [TP_HLO_XOR] = "stablehlo.xor",      [TP_HLO_ATAN2] = "stablehlo.atan2",
     [TP_HLO_SHL] = "stablehlo.shift_left", [TP_HLO_SHR_A] = "stablehlo.shift_right_arithmetic",
     [TP_HLO_SHR_L] = "stablehlo.shift_right_logical", [TP_HLO_NEXT_AFTER] = "chlo.next_after",
+    [TP_HLO_POLYGAMMA] = "chlo.polygamma", [TP_HLO_ZETA] = "chlo.zeta",
 };
 
 static bool same_type(const tp_hlo_value_t *x, const tp_hlo_value_t *y) {

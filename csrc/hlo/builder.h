@@ -31,6 +31,8 @@ typedef enum {
   TP_HLO_ADD, TP_HLO_SUB, TP_HLO_MUL, TP_HLO_DIV, TP_HLO_REM, TP_HLO_MAX, TP_HLO_MIN,
   TP_HLO_POW, TP_HLO_AND, TP_HLO_OR, TP_HLO_XOR, TP_HLO_ATAN2,
   TP_HLO_SHL, TP_HLO_SHR_A, TP_HLO_SHR_L, TP_HLO_NEXT_AFTER,
+  /* CHLO special functions: polygamma(n, x), zeta(x, q). */
+  TP_HLO_POLYGAMMA, TP_HLO_ZETA,
 } tp_hlo_binary_t;
 
 typedef enum {
@@ -40,7 +42,7 @@ typedef enum {
   /* CHLO ops, which the plugins' MLIR parser accepts alongside StableHLO. */
   TP_HLO_ASIN, TP_HLO_ACOS, TP_HLO_ATAN, TP_HLO_SINH, TP_HLO_COSH, TP_HLO_ASINH, TP_HLO_ACOSH,
   TP_HLO_ATANH, TP_HLO_ERF, TP_HLO_ERFC, TP_HLO_ERF_INV, TP_HLO_LGAMMA, TP_HLO_DIGAMMA,
-  TP_HLO_IS_INF, TP_HLO_IS_POS_INF, TP_HLO_IS_NEG_INF,
+  TP_HLO_IS_INF, TP_HLO_IS_POS_INF, TP_HLO_IS_NEG_INF, TP_HLO_BESSEL_I1E,
 } tp_hlo_unary_t;
 
 typedef enum { TP_CMP_EQ, TP_CMP_NE, TP_CMP_LT, TP_CMP_LE, TP_CMP_GT, TP_CMP_GE } tp_hlo_cmp_t;

@@ -168,6 +168,149 @@ static tp_hlo_value_t trunc_value(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   return tp_hlo_select(b, neg, tp_hlo_unary(b, TP_HLO_CEIL, x), tp_hlo_unary(b, TP_HLO_FLOOR, x));
 }
 
+/* Helpers of the special functions below; |x| is a float of the math dtype. */
+static tp_hlo_value_t k_like(tp_hlo_builder_t *b, double v, tp_hlo_value_t x) {
+  return tp_emit_full_like(b, v, &x);
+}
+static tp_hlo_value_t mul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  return tp_hlo_binary(b, TP_HLO_MUL, x, y);
+}
+static tp_hlo_value_t add(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  return tp_hlo_binary(b, TP_HLO_ADD, x, y);
+}
+
+/* exp(-|x|) * I0(|x|): the power series sum (x^2/4)^k / k!^2 below 12, the asymptotic
+ * expansion sum c_k / |x|^k / sqrt(2 pi |x|), c_k = ((2k-1)!!)^2 / (k! 8^k), above; both
+ * are within 1e-9 of the true value there. */
+static tp_hlo_value_t bessel_i0e(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, x);
+  tp_hlo_value_t small = tp_hlo_compare(b, TP_CMP_LE, a, k_like(b, 12, a));
+  tp_hlo_value_t as = tp_hlo_select(b, small, a, k_like(b, 12, a)); /* keeps each branch finite */
+  tp_hlo_value_t al = tp_hlo_select(b, small, k_like(b, 12, a), a);
+  tp_hlo_value_t q = mul(b, mul(b, as, as), k_like(b, 0.25, a));
+  /* Both sums in Horner form, 1 + t_1 (1 + t_2 (1 + ...)) with t_k the ratio of consecutive
+   * terms: a plain running product of constants could be reassociated into an overflow. */
+  tp_hlo_value_t sum = k_like(b, 1, a);
+  for (int k = 36; k >= 1; k--)
+    sum = add(b, k_like(b, 1, a), mul(b, sum, mul(b, q, k_like(b, 1.0 / ((double)k * k), a))));
+  tp_hlo_value_t series = mul(b, sum, tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_unary(b, TP_HLO_NEG, as)));
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, 1, a), al);
+  tp_hlo_value_t asum = k_like(b, 1, a);
+  for (int k = 12; k >= 1; k--)
+    asum = add(b, k_like(b, 1, a),
+               mul(b, asum, mul(b, r, k_like(b, (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k), a))));
+  tp_hlo_value_t asym = mul(b, asum, tp_hlo_unary(b, TP_HLO_RSQRT,
+                                                 mul(b, al, k_like(b, 6.283185307179586, a))));
+  return tp_hlo_select(b, small, series, asym);
+}
+
+/* exp(x^2) * erfc(x): directly below 5, by the asymptotic series
+ * 1/(x sqrt(pi)) * sum (-1)^k (2k-1)!! / (2x^2)^k above (erfc would underflow there). */
+static tp_hlo_value_t erfcx(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t big = tp_hlo_compare(b, TP_CMP_GT, x, k_like(b, 5, x));
+  tp_hlo_value_t xs = tp_hlo_select(b, big, k_like(b, 5, x), x);
+  tp_hlo_value_t xl = tp_hlo_select(b, big, x, k_like(b, 5, x));
+  tp_hlo_value_t direct = mul(b, tp_hlo_unary(b, TP_HLO_EXP, mul(b, xs, xs)),
+                              tp_hlo_unary(b, TP_HLO_ERFC, xs));
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, 0.5, x), mul(b, xl, xl));
+  tp_hlo_value_t sum = k_like(b, 1, x);
+  for (int k = 12; k >= 1; k--)
+    sum = add(b, k_like(b, 1, x), mul(b, sum, mul(b, r, k_like(b, -(2.0 * k - 1), x))));
+  tp_hlo_value_t asym = tp_hlo_binary(b, TP_HLO_DIV, sum, mul(b, xl, k_like(b, 1.7724538509055160, x)));
+  /* erfcx(inf) = 0; the series gives it, but keep NaN and inf exact. */
+  return tp_hlo_select(b, big, asym, direct);
+}
+
+/* log of the standard normal CDF: log1p(-erfc(x/sqrt2)/2), or for x < -1, where that loses
+ * everything, log(erfcx(-x/sqrt2)/2) - x^2/2. */
+static tp_hlo_value_t log_ndtr(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t t = mul(b, x, k_like(b, 0.70710678118654752, x));
+  tp_hlo_value_t low = tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, -1, x));
+  tp_hlo_value_t tl = tp_hlo_select(b, low, t, k_like(b, -1, x));
+  tp_hlo_value_t th = tp_hlo_select(b, low, k_like(b, 0, x), t);
+  tp_hlo_value_t lo = tp_hlo_binary(
+      b, TP_HLO_SUB,
+      tp_hlo_unary(b, TP_HLO_LOG, mul(b, erfcx(b, tp_hlo_unary(b, TP_HLO_NEG, tl)), k_like(b, 0.5, x))),
+      mul(b, tl, tl));
+  tp_hlo_value_t hi = tp_hlo_unary(
+      b, TP_HLO_LOG1P, mul(b, tp_hlo_unary(b, TP_HLO_ERFC, th), k_like(b, -0.5, x)));
+  return tp_hlo_select(b, low, lo, hi);
+}
+
+/* PyTorch defines digamma(+-0) = -+inf. */
+static tp_hlo_value_t digamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t inf = tp_hlo_select(b, signbit(b, x), k_like(b, __builtin_inf(), x),
+                                     k_like(b, -__builtin_inf(), x));
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 0, x)), inf,
+                       tp_hlo_unary(b, TP_HLO_DIGAMMA, x));
+}
+
+/* Hurwitz zeta(x, q) with the CPU kernel's special cases ahead of chlo's series: x == 1 gives
+ * inf, x < 1 NaN; q a non-positive integer inf, other q <= 0 NaN unless x is an integer. */
+static tp_hlo_value_t zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t q) {
+  tp_hlo_value_t inf = k_like(b, __builtin_inf(), x), nan = k_like(b, __builtin_nan(""), x);
+  /* A negative q (x an integer, else NaN below) is first shifted past zero by up to 16 terms:
+   * zeta(x, q) = sum_{k<K} (q + k)^-x + zeta(x, q + K), which chlo's series needs. */
+  tp_hlo_value_t kq = tp_hlo_unary(b, TP_HLO_CEIL, tp_hlo_unary(b, TP_HLO_NEG, q));
+  kq = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, kq, k_like(b, 0, q)), k_like(b, 16, q));
+  tp_hlo_value_t head = k_like(b, 0, q), nx = tp_hlo_unary(b, TP_HLO_NEG, x);
+  for (int k = 0; k < 16; k++) {
+    tp_hlo_value_t t = tp_hlo_binary(b, TP_HLO_POW, add(b, q, k_like(b, k, q)), nx);
+    head = add(b, head, tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, k_like(b, k, q), kq), t,
+                                      k_like(b, 0, q)));
+  }
+  tp_hlo_value_t r = add(b, tp_hlo_binary(b, TP_HLO_ZETA, x, add(b, q, kq)), head);
+  tp_hlo_value_t qneg = tp_hlo_compare(b, TP_CMP_LE, q, k_like(b, 0, q));
+  tp_hlo_value_t xint = tp_hlo_compare(b, TP_CMP_EQ, x, tp_hlo_unary(b, TP_HLO_FLOOR, x));
+  tp_hlo_value_t qint = tp_hlo_compare(b, TP_CMP_EQ, q, tp_hlo_unary(b, TP_HLO_FLOOR, q));
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, tp_hlo_unary(b, TP_HLO_NOT, xint)), nan, r);
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, qint), inf, r);
+  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, 1, x)), nan, r);
+  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 1, x)), inf, r);
+  return tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, is_nan(b, x), is_nan(b, q)),
+                       add(b, x, q), r);
+}
+
+/* trigamma by reflection below 1/2, six recurrence steps and the asymptotic series, as the
+ * CPU kernel computes it (so poles give the same large finite values). */
+static tp_hlo_value_t trigamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t one = k_like(b, 1, x);
+  tp_hlo_value_t refl = tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, 0.5, x));
+  tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_SIN, mul(b, x, k_like(b, 3.14159265358979323846, x)));
+  tp_hlo_value_t r0 = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, -9.8696044010893586, x), mul(b, s, s));
+  tp_hlo_value_t r = tp_hlo_select(b, refl, r0, k_like(b, 0, x));
+  tp_hlo_value_t z = tp_hlo_select(b, refl, tp_hlo_binary(b, TP_HLO_SUB, one, x), x);
+  for (int i = 0; i < 6; i++) {
+    r = add(b, r, tp_hlo_binary(b, TP_HLO_DIV, one, mul(b, z, z)));
+    z = add(b, z, one);
+  }
+  tp_hlo_value_t ixx = tp_hlo_binary(b, TP_HLO_DIV, one, mul(b, z, z));
+  tp_hlo_value_t t = mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, k_like(b, 1.0 / 30, x), mul(b, ixx, k_like(b, 1.0 / 42, x))));
+  t = mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, k_like(b, 1.0 / 6, x), t));
+  t = add(b, add(b, one, tp_hlo_binary(b, TP_HLO_DIV, one, mul(b, z, k_like(b, 2, x)))), t);
+  r = add(b, r, tp_hlo_binary(b, TP_HLO_DIV, t, z));
+  return tp_hlo_select(b, refl, tp_hlo_unary(b, TP_HLO_NEG, r), r);
+}
+
+/* polygamma(n, x) as the CPU kernel defines it: digamma, trigamma, then
+ * (-1)^(n+1) n! zeta(n + 1, x). */
+tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x) {
+  if (n == 0) return digamma(b, x);
+  if (n == 1) return trigamma(b, x);
+  double f = (n % 2) ? 1.0 : -1.0;
+  for (int64_t i = 2; i <= n; i++) f *= (double)i;
+  return mul(b, k_like(b, f, x), zeta(b, k_like(b, (double)(n + 1), x), x));
+}
+
+/* min(max(x + 3, 0), 6) / 6 */
+static tp_hlo_value_t hardsigmoid(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_MAX, add(b, x, k_like(b, 3, x)), k_like(b, 0, x));
+  r = tp_hlo_binary(b, TP_HLO_MIN, r, k_like(b, 6, x));
+  r = tp_hlo_binary(b, TP_HLO_DIV, r, k_like(b, 6, x));
+  /* max/min drop NaN on some backends: keep it, as CPU does. */
+  return tp_hlo_select(b, is_nan(b, x), x, r);
+}
+
 static const tp_hlo_unary_t kDirectUnary[] = {
     [TP_U_ABS] = TP_HLO_ABS,       [TP_U_NEG] = TP_HLO_NEG,       [TP_U_EXP] = TP_HLO_EXP,
     [TP_U_EXPM1] = TP_HLO_EXPM1,   [TP_U_LOG] = TP_HLO_LOG,       [TP_U_LOG1P] = TP_HLO_LOG1P,
@@ -236,12 +379,44 @@ static tp_hlo_value_t emit_unary_value(tp_hlo_builder_t *b, tp_unary_t code, tp_
       return tp_emit_full_like(b, 0, &x);
     case TP_U_SILU:
       return tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_unary(b, TP_HLO_LOGISTIC, x));
-    case TP_U_DIGAMMA: {
-      /* PyTorch defines digamma(0) = -inf. */
-      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
-      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, zero),
-                           tp_emit_full_like(b, -__builtin_inf(), &x),
-                           tp_hlo_unary(b, TP_HLO_DIGAMMA, x));
+    case TP_U_DIGAMMA: return digamma(b, x);
+    case TP_U_SINC: {
+      tp_hlo_value_t px = mul(b, x, k_like(b, 3.14159265358979323846, x));
+      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 0, x)), k_like(b, 1, x),
+                           tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_unary(b, TP_HLO_SIN, px), px));
+    }
+    case TP_U_ENTR: {
+      tp_hlo_value_t zero = k_like(b, 0, x);
+      tp_hlo_value_t r = tp_hlo_unary(b, TP_HLO_NEG, mul(b, x, tp_hlo_unary(b, TP_HLO_LOG, x)));
+      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, zero), zero, r);
+      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, zero), k_like(b, -__builtin_inf(), x), r);
+      return tp_hlo_select(b, is_nan(b, x), x, r);
+    }
+    case TP_U_I0E: return bessel_i0e(b, x);
+    case TP_U_I0: {
+      /* exp(|x|) applied in halves, so I0 stays finite as long as it fits the type. */
+      tp_hlo_value_t h = tp_hlo_unary(b, TP_HLO_EXP, mul(b, tp_hlo_unary(b, TP_HLO_ABS, x), k_like(b, 0.5, x)));
+      return mul(b, mul(b, bessel_i0e(b, x), h), h);
+    }
+    case TP_U_I1E: return tp_hlo_unary(b, TP_HLO_BESSEL_I1E, x);
+    case TP_U_I1: {
+      tp_hlo_value_t h = tp_hlo_unary(b, TP_HLO_EXP, mul(b, tp_hlo_unary(b, TP_HLO_ABS, x), k_like(b, 0.5, x)));
+      return mul(b, mul(b, tp_hlo_unary(b, TP_HLO_BESSEL_I1E, x), h), h);
+    }
+    case TP_U_NDTRI:
+      return mul(b, tp_hlo_unary(b, TP_HLO_ERF_INV,
+                                 tp_hlo_binary(b, TP_HLO_SUB, mul(b, x, k_like(b, 2, x)), k_like(b, 1, x))),
+                 k_like(b, 1.4142135623730951, x));
+    case TP_U_LOG_NDTR: return log_ndtr(b, x);
+    case TP_U_ERFCX: return erfcx(b, x);
+    case TP_U_HARDSIGMOID: return hardsigmoid(b, x);
+    case TP_U_HARDSWISH: return mul(b, x, hardsigmoid(b, x));
+    case TP_U_MISH: {
+      /* x * tanh(softplus(x)), softplus(x) = max(x, 0) + log1p(exp(-|x|)) */
+      tp_hlo_value_t sp = add(b, tp_hlo_binary(b, TP_HLO_MAX, x, k_like(b, 0, x)),
+                              tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP,
+                                  tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_unary(b, TP_HLO_ABS, x)))));
+      return mul(b, x, tp_hlo_unary(b, TP_HLO_TANH, sp));
     }
     default:
       return tp_hlo_unary(b, kDirectUnary[code], x);
@@ -277,18 +452,22 @@ tp_status_t *tp_infer_binary(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   if (args[0].kind == TP_ARG_TENSOR && args[1].kind == TP_ARG_TENSOR)
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   tp_dtype_t rt = binary_compute_dtype(op, args, n_args);
-  if (op->code == TP_B_SUB && args[0].meta.dtype == TP_DTYPE_BOOL &&
+  bool sub = op->code == TP_B_SUB || op->code == TP_B_RSUB;
+  if (op->code == TP_B_HEAVISIDE && args[0].meta.dtype != args[1].meta.dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "heaviside is not yet implemented for tensors with different dtypes.");
+  if (sub && args[0].meta.dtype == TP_DTYPE_BOOL &&
       args[1].meta.dtype == TP_DTYPE_BOOL)
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "Subtraction, the `-` operator, with two bool tensors is not supported. "
                           "Use the `^` or `logical_xor()` operator instead.");
-  if (op->code == TP_B_SUB && (args[0].meta.dtype == TP_DTYPE_BOOL ||
+  if (sub && (args[0].meta.dtype == TP_DTYPE_BOOL ||
                                args[1].meta.dtype == TP_DTYPE_BOOL))
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "Subtraction, the `-` operator, with a bool tensor is not supported. If "
                           "you are trying to invert a mask, use the `~` or `logical_not()` "
                           "operator instead.");
-  if (op->code != TP_B_SUB) TP_RETURN_IF_ERROR(check_dtype_flags(op, rt));
+  if (!sub) TP_RETURN_IF_ERROR(check_dtype_flags(op, rt));
   if (n_args > 2 && args[2].kind == TP_ARG_STR) {
     if (strcmp(args[2].s, "trunc") != 0 && strcmp(args[2].s, "floor") != 0)
       return tp_make_status(TP_INVALID_ARGUMENT,
@@ -398,6 +577,52 @@ static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, t
       return tp_hlo_select(b, xz, zero, r);
     }
     case TP_B_NEXTAFTER: return tp_hlo_binary(b, TP_HLO_NEXT_AFTER, x, y);
+    case TP_B_RSUB: return tp_hlo_binary(b, TP_HLO_SUB, x, y); /* operands swapped by the caller */
+    case TP_B_LOGADDEXP: case TP_B_LOGADDEXP2: {
+      /* max + log(1 + e^-|x-y|), in base e or 2; equal infinities give themselves. */
+      bool two = code == TP_B_LOGADDEXP2;
+      tp_hlo_value_t m = tp_hlo_binary(b, TP_HLO_MAX, x, y);
+      tp_hlo_value_t d = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_unary(b, TP_HLO_ABS, tp_hlo_binary(b, TP_HLO_SUB, x, y)));
+      if (two) d = mul(b, d, k_like(b, 0.69314718055994531, d));
+      tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, d));
+      if (two) l = mul(b, l, k_like(b, 1.4426950408889634, l));
+      tp_hlo_value_t same_inf = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, x, y),
+                                              tp_hlo_unary(b, TP_HLO_IS_INF, x));
+      tp_hlo_value_t r = tp_hlo_select(b, same_inf, x, add(b, m, l));
+      return tp_hlo_select(b, is_nan(b, x), x, tp_hlo_select(b, is_nan(b, y), y, r));
+    }
+    case TP_B_XLOG1PY: {
+      tp_hlo_value_t r = mul(b, x, tp_hlo_unary(b, TP_HLO_LOG1P, y));
+      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t xz = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, x, zero),
+                                        tp_hlo_unary(b, TP_HLO_NOT, is_nan(b, y)));
+      return tp_hlo_select(b, xz, zero, r);
+    }
+    case TP_B_ZETA: return zeta(b, x, y);
+    case TP_B_HEAVISIDE: {
+      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t pos = tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x.dtype);
+      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, zero), y, pos);
+    }
+    case TP_B_HARDSIGMOID_BACKWARD: {
+      /* x = grad, y = self: grad / 6 strictly inside (-3, 3), else 0 */
+      tp_hlo_value_t in = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GT, y, k_like(b, -3, y)),
+                                        tp_hlo_compare(b, TP_CMP_LT, y, k_like(b, 3, y)));
+      return tp_hlo_select(b, in, tp_hlo_binary(b, TP_HLO_DIV, x, k_like(b, 6, x)), k_like(b, 0, x));
+    }
+    case TP_B_MISH_BACKWARD: {
+      /* grad * (tanh(softplus(x)) + x * sigmoid(x) * (1 - tanh(softplus(x))^2)) */
+      tp_hlo_value_t one = k_like(b, 1, y);
+      tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_TANH, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, y)));
+      tp_hlo_value_t d = mul(b, mul(b, y, tp_hlo_unary(b, TP_HLO_LOGISTIC, y)),
+                             tp_hlo_binary(b, TP_HLO_SUB, one, mul(b, t, t)));
+      return mul(b, x, add(b, t, d));
+    }
+    case TP_B_HARDSWISH_BACKWARD: {
+      tp_hlo_value_t mid = mul(b, x, add(b, tp_hlo_binary(b, TP_HLO_DIV, y, k_like(b, 3, y)), k_like(b, 0.5, y)));
+      tp_hlo_value_t r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LE, y, k_like(b, 3, y)), mid, x);
+      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, y, k_like(b, -3, y)), k_like(b, 0, x), r);
+    }
   }
   return x;
 }
@@ -412,6 +637,11 @@ void tp_emit_binary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
                       ? ct : tp_math_dtype(ct);
   tp_hlo_value_t x = tp_emit_cast_shape(b, in[0], md, out_meta);
   tp_hlo_value_t y = tp_emit_cast_shape(b, in[1], md, out_meta);
+  if (op->code == TP_B_RSUB) { /* rsub(self, other, alpha) = other - alpha * self */
+    tp_hlo_value_t t = x;
+    x = y;
+    y = t;
+  }
   if ((op->flags & TP_OPF_ALPHA) && n_args > 2 && args[2].kind == TP_ARG_SCALAR)
     y = tp_hlo_binary(b, md == TP_DTYPE_BOOL ? TP_HLO_AND : TP_HLO_MUL, y,
                       tp_emit_cast_shape(b, in[2], md, out_meta));

@@ -13,7 +13,8 @@ typedef enum {
   TP_U_ERF, TP_U_ERFC, TP_U_ERFINV, TP_U_LGAMMA, TP_U_DIGAMMA, TP_U_RECIPROCAL, TP_U_FLOOR,
   TP_U_CEIL, TP_U_ROUND, TP_U_TRUNC, TP_U_FRAC, TP_U_SIGN, TP_U_BITWISE_NOT, TP_U_LOGICAL_NOT,
   TP_U_ISNAN, TP_U_ISINF, TP_U_ISFINITE, TP_U_ISPOSINF, TP_U_ISNEGINF, TP_U_SIGNBIT, TP_U_RELU,
-  TP_U_ZERO, TP_U_SILU, TP_U_CBRT,
+  TP_U_ZERO, TP_U_SILU, TP_U_CBRT, TP_U_SINC, TP_U_ENTR, TP_U_I0, TP_U_I0E, TP_U_I1, TP_U_I1E,
+  TP_U_NDTRI, TP_U_LOG_NDTR, TP_U_ERFCX, TP_U_HARDSIGMOID, TP_U_HARDSWISH, TP_U_MISH,
 } tp_unary_t;
 
 /* Binary family codes. */
@@ -22,7 +23,8 @@ typedef enum {
   TP_B_MAXIMUM, TP_B_MINIMUM, TP_B_FMAX, TP_B_FMIN, TP_B_HYPOT, TP_B_COPYSIGN,
   TP_B_FLOOR_DIVIDE, TP_B_BITAND, TP_B_BITOR, TP_B_BITXOR, TP_B_LOGICAL_AND, TP_B_LOGICAL_OR,
   TP_B_LOGICAL_XOR, TP_B_EQ, TP_B_NE, TP_B_LT, TP_B_LE, TP_B_GT, TP_B_GE, TP_B_XLOGY,
-  TP_B_NEXTAFTER,
+  TP_B_NEXTAFTER, TP_B_RSUB, TP_B_LOGADDEXP, TP_B_LOGADDEXP2, TP_B_XLOG1PY, TP_B_ZETA,
+  TP_B_HEAVISIDE, TP_B_HARDSIGMOID_BACKWARD, TP_B_HARDSWISH_BACKWARD, TP_B_MISH_BACKWARD,
 } tp_binary_t;
 
 /* Ternary family codes (TP_OP rows with tp_infer_ternary). */
@@ -52,6 +54,12 @@ typedef enum {
   TP_X_EMBEDDING_BACKWARD, TP_X_INDEX, TP_X_INDEX_PUT,
 } tp_index_t;
 
+/* Pointwise ops with their own argument lists (pointwise.c). */
+typedef enum {
+  TP_P_POLYGAMMA, TP_P_ROUND_DECIMALS, TP_P_NAN_TO_NUM, TP_P_SOFTPLUS, TP_P_SOFTPLUS_BACKWARD,
+  TP_P_SOFTSHRINK, TP_P_SOFTSHRINK_BACKWARD, TP_P_HARDSHRINK, TP_P_HARDSHRINK_BACKWARD,
+  TP_P_THRESHOLD, TP_P_LOGIT, TP_P_LOGIT_BACKWARD, TP_P_LOG_SIGMOID, TP_P_LOG_SIGMOID_BACKWARD,
+} tp_pointwise_t;
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum { TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT } tp_random_t;
 
@@ -89,13 +97,17 @@ TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
 /* random.c */
 TP_DECLARE_OP(tp_infer_random, tp_emit_random)
-/* pool.c */
+/* pointwise.c */
+TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)/* pool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
+
+/* PyTorch's polygamma(n, x) of a float |x| (elementwise.c). */
+tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x);
 
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
