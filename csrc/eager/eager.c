@@ -1,5 +1,6 @@
 /* Eager executor: signature -> cached executable -> one PJRT execute. See eager.h. */
 #include "eager/eager.h"
+#include "eager/program.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -51,6 +52,9 @@ tp_status_t *tp_eager_init(const char *plugin_path, const char *cache_dir, size_
 }
 
 tp_client_t *tp_eager_client(void) { return g.client; }
+void tp_eager_lock(void) { pthread_mutex_lock(&g_lock); }
+void tp_eager_unlock(void) { pthread_mutex_unlock(&g_lock); }
+int tp_eager_blocking(void) { return g.blocking; }
 tp_exec_cache_t *tp_eager_cache(void) { return g.cache; }
 void tp_eager_set_blocking(int blocking) { g.blocking = blocking; }
 
@@ -96,7 +100,23 @@ static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *
   }
 }
 
-static tp_status_t *scalar_buffer(int device, const tp_op_arg_t *a, void **out) {
+tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t *a) {
+  tp_dtype_t dt = a->scalar_dtype;
+  if (tp_dtype_is_float(dt))
+    return tp_hlo_constant(b, dt, tp_dtype_is_float(a->meta.dtype) ? a->f : (double)a->i);
+  unsigned char bytes[8];
+  scalar_bytes(a, dt, bytes);
+  int64_t v = 0;
+  switch (tp_dtype_size(dt)) { /* sign-extend the narrowed value (u8 and bool stay positive) */
+    case 1: v = dt == TP_DTYPE_I8 ? (int64_t)(int8_t)bytes[0] : (int64_t)bytes[0]; break;
+    case 2: { int16_t x; memcpy(&x, bytes, 2); v = x; break; }
+    case 4: { int32_t x; memcpy(&x, bytes, 4); v = x; break; }
+    default: memcpy(&v, bytes, 8); break;
+  }
+  return tp_hlo_constant_i(b, dt, v);
+}
+
+tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out) {
   unsigned char bytes[8];
   tp_dtype_t dt = a->scalar_dtype;
   scalar_bytes(a, dt, bytes);
@@ -124,7 +144,7 @@ static tp_status_t *scalar_buffer(int device, const tp_op_arg_t *a, void **out) 
 
 /* ---- views ---- */
 
-static int64_t view_numel(const tp_view_t *v) {
+int64_t tp_view_numel(const tp_view_t *v) {
   int64_t n = 1;
   for (int i = 0; i < v->ndim; i++) n *= v->sizes[i];
   return n;
@@ -140,24 +160,24 @@ static bool view_contiguous(const tp_view_t *v) {
 }
 
 /* Elements of |dtype| the storage holds. */
-static int64_t storage_elems(const tp_storage_t *s, tp_dtype_t dtype) {
+int64_t tp_storage_elems(const tp_storage_t *s, tp_dtype_t dtype) {
   return (int64_t)(s->nbytes / tp_dtype_size(dtype));
 }
 
 /* True when |v| is the whole storage, dense, in order. */
 static bool view_is_whole(const tp_view_t *v) {
   return v->offset == 0 && view_contiguous(v) &&
-         (size_t)view_numel(v) * tp_dtype_size(v->dtype) == v->storage->nbytes;
+         (size_t)tp_view_numel(v) * tp_dtype_size(v->dtype) == v->storage->nbytes;
 }
 
-static tp_status_t *check_bounds(const tp_view_t *v) {
-  if (view_numel(v) == 0) return NULL;
+tp_status_t *tp_view_check_bounds(const tp_view_t *v) {
+  if (tp_view_numel(v) == 0) return NULL;
   int64_t lo = v->offset, hi = v->offset;
   for (int i = 0; i < v->ndim; i++) {
     if (v->strides[i] >= 0) hi += v->strides[i] * (v->sizes[i] - 1);
     else lo += v->strides[i] * (v->sizes[i] - 1);
   }
-  if (lo < 0 || hi >= storage_elems(v->storage, v->dtype))
+  if (lo < 0 || hi >= tp_storage_elems(v->storage, v->dtype))
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "view [offset %lld, extent %lld] lies outside its storage of %zu bytes",
                           (long long)v->offset, (long long)(hi - lo + 1), v->storage->nbytes);
@@ -232,7 +252,7 @@ static int plan_slot(plan_t *p, tp_storage_t *s) {
 static tp_dtype_t index_type(int64_t n) { return n < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64; }
 
 /* The 1-D contents of a storage slot reinterpreted as |dtype|. */
-static tp_hlo_value_t as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dtype,
+tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dtype,
                                int64_t nbytes) {
   if (x.dtype == dtype) return x;
   if (x.dtype == TP_DTYPE_BOOL) x = tp_hlo_convert(b, x, TP_DTYPE_U8);
@@ -255,6 +275,13 @@ static tp_hlo_value_t as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t
     }
   }
   return to_bool ? tp_hlo_convert(b, x, TP_DTYPE_BOOL) : x;
+}
+
+tp_hlo_value_t tp_program_storage(tp_hlo_builder_t *b, const tp_hlo_value_t *param,
+                                  const tp_storage_t *s, tp_dtype_t dtype) {
+  if (param) return tp_program_as_dtype(b, *param, dtype, (int64_t)s->nbytes);
+  int64_t n = tp_storage_elems(s, dtype);
+  return tp_hlo_broadcast_to(b, tp_hlo_constant(b, dtype, 0), 1, &n);
 }
 
 /* Linear element indices of |v| (shape = v's sizes), for gather/scatter. */
@@ -291,8 +318,8 @@ static int core_dims(const tp_view_t *v, int *order, bool *nonoverlap) {
 }
 
 /* Reads view |v| out of the 1-D array |x| (already of v's dtype). */
-static tp_hlo_value_t read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v) {
-  int64_t numel = view_numel(v);
+tp_hlo_value_t tp_program_read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v) {
+  int64_t numel = tp_view_numel(v);
   int64_t one = 1;
   if (numel == 0) {
     tp_hlo_value_t e = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){0}, &one);
@@ -363,7 +390,7 @@ static tp_hlo_value_t read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_
 /* Writes |value| (v's sizes and dtype) into the 1-D array |x| of v's dtype at view |v|. */
 static tp_hlo_value_t write_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v,
                                  tp_hlo_value_t value) {
-  int64_t numel = view_numel(v);
+  int64_t numel = tp_view_numel(v);
   if (numel == 0) return x;
   if (view_contiguous(v)) {
     tp_hlo_value_t flat = tp_hlo_reshape(b, value, 1, &numel);
@@ -394,14 +421,10 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
       in[i] = tp_hlo_param(b, a->arg.scalar_dtype, 0, NULL, -1);
     } else if (a->arg.kind == TP_ARG_TENSOR) {
       const slot_t *sl = &p->slots[p->arg_slot[i]];
-      tp_hlo_value_t x;
-      if (sl->has_buffer) {
-        x = as_dtype(b, arrays[p->arg_slot[i]], a->view.dtype, (int64_t)sl->storage->nbytes);
-      } else {
-        int64_t n = storage_elems(sl->storage, a->view.dtype);
-        x = tp_hlo_broadcast_to(b, tp_hlo_constant(b, a->view.dtype, 0), 1, &n);
-      }
-      in[i] = read_view(b, x, &a->view);
+      in[i] = tp_program_read_view(
+          b, tp_program_storage(b, sl->has_buffer ? &arrays[p->arg_slot[i]] : NULL, sl->storage,
+                                a->view.dtype),
+          &a->view);
     }
   }
   tp_hlo_value_t results[TP_MAX_OUTS];
@@ -421,15 +444,10 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
       continue;
     }
     if (!started[si]) {
-      if (sl->has_buffer) {
-        next[si] = as_dtype(b, arrays[si], v->dtype, (int64_t)sl->storage->nbytes);
-      } else {
-        int64_t n = storage_elems(sl->storage, v->dtype);
-        next[si] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v->dtype, 0), 1, &n);
-      }
+      next[si] = tp_program_storage(b, sl->has_buffer ? &arrays[si] : NULL, sl->storage, v->dtype);
       started[si] = true;
     }
-    next[si] = write_view(b, as_dtype(b, next[si], v->dtype, (int64_t)sl->storage->nbytes), v, val);
+    next[si] = write_view(b, tp_program_as_dtype(b, next[si], v->dtype, (int64_t)sl->storage->nbytes), v, val);
   }
   tp_hlo_value_t results_out[MAX_STORAGES];
   int n_results = 0;
@@ -448,20 +466,20 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
   for (int i = 0; i < n_args; i++) {
     p->arg_slot[i] = -1;
     if (args[i].arg.kind != TP_ARG_TENSOR) continue;
-    TP_RETURN_IF_ERROR(check_bounds(&args[i].view));
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(&args[i].view));
     int si = plan_slot(p, args[i].view.storage);
     p->arg_slot[i] = si;
     p->slots[si].read = true;
   }
   for (int k = 0; k < n_out; k++) {
-    TP_RETURN_IF_ERROR(check_bounds(&outs[k]));
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(&outs[k]));
     int si = plan_slot(p, outs[k].storage);
     slot_t *sl = &p->slots[si];
     p->out_slot[k] = si;
     if (sl->written || !view_is_whole(&outs[k])) sl->partial = true;
     sl->written = true;
     sl->new_dtype = outs[k].dtype;
-    sl->new_numel = storage_elems(sl->storage, outs[k].dtype);
+    sl->new_numel = tp_storage_elems(sl->storage, outs[k].dtype);
     if ((size_t)sl->new_numel * tp_dtype_size(outs[k].dtype) != sl->storage->nbytes)
       return tp_make_status(TP_UNIMPLEMENTED,
                             "writing %s elements into a storage of %zu bytes (not a multiple)",
@@ -582,7 +600,7 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   tp_status_t *st = NULL;
   for (int i = 0; i < n_args && !st; i++)
     if (args[i].arg.kind == TP_ARG_SCALAR)
-      st = scalar_buffer(device < 0 ? 0 : device, &args[i].arg, &inputs[n_in++]);
+      st = tp_eager_scalar_buffer(device < 0 ? 0 : device, &args[i].arg, &inputs[n_in++]);
   void *results[MAX_STORAGES] = {NULL};
   if (!st)
     st = tp_executable_execute(exe, device < 0 ? 0 : device, inputs, (size_t)n_in, NULL, 0,
@@ -655,7 +673,7 @@ tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src) {
 /* A contiguous view over all of a fresh storage of |numel| elements. */
 static tp_status_t *temp_storage(int device, tp_dtype_t dtype, const tp_view_t *shape_of,
                                  tp_storage_t **out_s, tp_view_t *out_v) {
-  int64_t numel = view_numel(shape_of);
+  int64_t numel = tp_view_numel(shape_of);
   TP_RETURN_IF_ERROR(tp_storage_create(g.client, device, (size_t)numel * tp_dtype_size(dtype), out_s));
   memset(out_v, 0, sizeof(*out_v));
   out_v->storage = *out_s;
@@ -672,8 +690,8 @@ static tp_status_t *temp_storage(int device, tp_dtype_t dtype, const tp_view_t *
 
 tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
   if (!g.client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
-  TP_RETURN_IF_ERROR(check_bounds(dst));
-  int64_t numel = view_numel(dst);
+  TP_RETURN_IF_ERROR(tp_view_check_bounds(dst));
+  int64_t numel = tp_view_numel(dst);
   if (view_is_whole(dst)) {
     void *buf = NULL;
     TP_RETURN_IF_ERROR(tp_buffer_from_host(g.client, dst->storage->device, data, dst->dtype, 1,
@@ -694,8 +712,8 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
 
 tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   if (!g.client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
-  TP_RETURN_IF_ERROR(check_bounds(src));
-  size_t nbytes = (size_t)view_numel(src) * tp_dtype_size(src->dtype);
+  TP_RETURN_IF_ERROR(tp_view_check_bounds(src));
+  size_t nbytes = (size_t)tp_view_numel(src) * tp_dtype_size(src->dtype);
   /* The lock keeps another thread from donating the buffer while it is read. */
   pthread_mutex_lock(&g_lock);
   void *buf = src->storage->buffer;

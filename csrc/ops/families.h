@@ -54,12 +54,20 @@ typedef enum {
   TP_X_EMBEDDING_BACKWARD, TP_X_INDEX, TP_X_INDEX_PUT,
 } tp_index_t;
 
+/* Shape family codes (shape.c): rows that serve whole graphs (TP_OPF_GRAPH). */
+typedef enum {
+  TP_S_VIEW, TP_S_PERMUTE, TP_S_EXPAND, TP_S_SLICE, TP_S_SELECT, TP_S_UNSQUEEZE, TP_S_SQUEEZE,
+  TP_S_TRANSPOSE, TP_S_ALIAS, TP_S_TO_COPY, TP_S_FULL, TP_S_EMPTY, TP_S_SCALAR_TENSOR,
+  TP_S_FULL_LIKE, TP_S_EMPTY_LIKE, TP_S_SPLIT,
+} tp_shape_t;
+
 /* Pointwise ops with their own argument lists (pointwise.c). */
 typedef enum {
   TP_P_POLYGAMMA, TP_P_ROUND_DECIMALS, TP_P_NAN_TO_NUM, TP_P_SOFTPLUS, TP_P_SOFTPLUS_BACKWARD,
   TP_P_SOFTSHRINK, TP_P_SOFTSHRINK_BACKWARD, TP_P_HARDSHRINK, TP_P_HARDSHRINK_BACKWARD,
   TP_P_THRESHOLD, TP_P_LOGIT, TP_P_LOGIT_BACKWARD, TP_P_LOG_SIGMOID, TP_P_LOG_SIGMOID_BACKWARD,
 } tp_pointwise_t;
+
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum { TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT } tp_random_t;
 
@@ -98,16 +106,16 @@ TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
 /* random.c */
 TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 /* pointwise.c */
-TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)/* pool.c */
+TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)
+/* shape.c */
+TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
+/* pool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
-
-/* PyTorch's polygamma(n, x) of a float |x| (elementwise.c). */
-tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x);
 
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
@@ -116,4 +124,6 @@ tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtyp
                                   const tp_meta_t *shape);
 tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like);
 
+/* PyTorch's polygamma(n, x) of a float |x| (elementwise.c). */
+tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x);
 #endif

@@ -596,7 +596,7 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     out[1] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[1].dtype, 0), 1, &zero);
     out[2] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[2].dtype, 0), 1, &zero);
   }
-  if (out_meta[3].writes_arg && training) {
+  if ((out_meta[3].writes_arg || op->code == 1) && training) {
     double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
     for (int k = 0; k < 2; k++) {
       tp_dtype_t rd = out_meta[3 + k].dtype;

@@ -77,6 +77,8 @@ enum {
   TP_OPF_FLOAT_ONLY = 1 << 5,   /* floating inputs only */
   TP_OPF_OUT_DTYPE = 1 << 6,    /* the out= form computes in the out tensor's dtype (arange) */
   TP_OPF_RANDOM = 1 << 7,       /* the caller appends the generator's key (SCALAR i64) */
+  TP_OPF_GRAPH = 1 << 8,        /* whole graphs only: in eager mode PyTorch's view machinery or
+                                   composite kernels serve the op (views, factories) */
 };
 
 struct tp_op_def {

@@ -6,6 +6,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/native/CPUFallback.h>
@@ -15,6 +16,7 @@
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/library.h>
 
@@ -23,9 +25,11 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 extern "C" {
 #include "eager/eager.h"
+#include "eager/graph.h"
 #include "runtime/executable.h"
 }
 
@@ -403,7 +407,8 @@ bool cpu_scalar_tensor(const at::Tensor& t) { return t.device().is_cpu() && t.di
 
 // Converts one IValue; false means "not describable natively" (the call falls back).
 // |scalar_typed|: the schema says Scalar (a program input) rather than int/bool/float (attributes).
-bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
+// |meta_ok|: a meta tensor stands for a value of a graph being built (meta only, no view).
+bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, bool meta_ok) {
   std::memset(a, 0, sizeof(*a));
   a->arg.scalar_dtype = TP_DTYPE_INVALID;
   if (v.isNone()) {
@@ -429,6 +434,12 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a) {
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                   "devices, tpu:", static_cast<int>(g_current_device), " and ", t.device(), "!");
+    } else if (meta_ok && t.is_meta()) {
+      a->arg.kind = TP_ARG_TENSOR;
+      a->arg.meta.dtype = to_tp(t.scalar_type());
+      a->arg.meta.ndim = static_cast<int>(t.dim());
+      if (a->arg.meta.dtype == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;
+      for (int i = 0; i < a->arg.meta.ndim; i++) a->arg.meta.sizes[i] = t.size(i);
     }
   } else if (v.isScalar() && scalar_typed) {
     c10::Scalar s = v.toScalar();
@@ -535,57 +546,61 @@ struct TableKernel final : c10::OperatorKernel {
       while (n_in > 0 && schema.arguments()[n_in - 1].alias_info() &&
              schema.arguments()[n_in - 1].alias_info()->isWrite())
         n_in--;
+// Schema arguments [0, n_in) become C arguments one to one, except that a tensor list becomes
+// its length (an INT) followed by its tensors. False: the call has no native description.
+bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> args, size_t n_in,
+                  bool meta_ok, tp_eager_arg_t* eargs, at::Tensor* earg_tensor, int* n_eargs,
+                  std::optional<at::Generator>* generator) {
+  int ne = 0;
+  bool native = true;
+  for (size_t i = 0; native && i < n_in; i++) {
+    if (ne >= TP_MAX_ARGS) return false;
+    if (roles[i] == kIgnored || roles[i] == kGenerator) {
+      if (roles[i] == kGenerator && !args[i].isNone()) *generator = args[i].toGenerator();
+      std::memset(&eargs[ne++], 0, sizeof(eargs[0]));
+      continue;
+    }
+    if (args[i].isTensorList() || args[i].isOptionalTensorList()) {
+      std::vector<std::optional<at::Tensor>> list;
+      if (args[i].isTensorList())
+        for (const at::Tensor& t : args[i].toTensorList()) list.emplace_back(t);
+      else
+        for (const auto& t : args[i].toOptionalTensorList()) list.push_back(t);
+      if (ne + 1 + static_cast<int>(list.size()) > TP_MAX_ARGS) return false;
+      std::memset(&eargs[ne], 0, sizeof(eargs[0]));
+      eargs[ne].arg.kind = TP_ARG_INT;
+      eargs[ne++].arg.i = static_cast<int64_t>(list.size());
+      for (size_t k = 0; native && k < list.size(); k++) {
+        if (!list[k] || !list[k]->defined()) {
+          std::memset(&eargs[ne++], 0, sizeof(eargs[0]));  // None
+          continue;
+        }
+        const at::Tensor& t = *list[k];
+        native = (t.device().type() == DeviceType::PrivateUse1 || (meta_ok && t.is_meta())) &&
+                 convert_arg(t, false, &eargs[ne], meta_ok);
+        earg_tensor[ne++] = t;
+      }
+      continue;
+    }
+    native = convert_arg(args[i], roles[i] == kScalar, &eargs[ne], meta_ok);
+    if (native && eargs[ne].arg.kind == TP_ARG_TENSOR) earg_tensor[ne] = args[i].toTensor();
+    if (native && roles[i] == kDtype && !args[i].isNone()) {
+      eargs[ne].arg.i = to_tp(args[i].toScalarType());
+      native = eargs[ne].arg.i != TP_DTYPE_INVALID;
+    }
+    ne++;
+  }
+  *n_eargs = ne;
+  return native;
+}
+
     auto args = torch::jit::last(*stack, n_args);
     std::call_once(roles_once_, [&] { roles_ = arg_roles(schema); });
-    // Schema arguments become C arguments one to one, except that a tensor list becomes its
-    // length (an INT) followed by its tensors.
     tp_eager_arg_t eargs[TP_MAX_ARGS];
     at::Tensor earg_tensor[TP_MAX_ARGS];  // the tpu tensor behind each TENSOR argument
     std::optional<at::Generator> generator;
     int ne = 0;
-    bool native = true;
-    for (size_t i = 0; native && i < n_in; i++) {
-      if (ne >= TP_MAX_ARGS) {
-        native = false;
-        break;
-      }
-      if (roles_[i] == kIgnored || roles_[i] == kGenerator) {
-        if (roles_[i] == kGenerator && !args[i].isNone()) generator = args[i].toGenerator();
-        std::memset(&eargs[ne++], 0, sizeof(eargs[0]));
-        continue;
-      }
-      if (args[i].isTensorList() || args[i].isOptionalTensorList()) {
-        std::vector<std::optional<at::Tensor>> list;
-        if (args[i].isTensorList())
-          for (const at::Tensor& t : args[i].toTensorList()) list.emplace_back(t);
-        else
-          for (const auto& t : args[i].toOptionalTensorList()) list.push_back(t);
-        if (ne + 1 + static_cast<int>(list.size()) > TP_MAX_ARGS) {
-          native = false;
-          break;
-        }
-        std::memset(&eargs[ne], 0, sizeof(eargs[0]));
-        eargs[ne].arg.kind = TP_ARG_INT;
-        eargs[ne++].arg.i = static_cast<int64_t>(list.size());
-        for (size_t k = 0; native && k < list.size(); k++) {
-          if (!list[k] || !list[k]->defined()) {
-            std::memset(&eargs[ne++], 0, sizeof(eargs[0]));  // None
-            continue;
-          }
-          const at::Tensor& t = *list[k];
-          native = t.device().type() == DeviceType::PrivateUse1 && convert_arg(t, false, &eargs[ne]);
-          earg_tensor[ne++] = t;
-        }
-        continue;
-      }
-      native = convert_arg(args[i], roles_[i] == kScalar, &eargs[ne]);
-      if (native && eargs[ne].arg.kind == TP_ARG_TENSOR) earg_tensor[ne] = args[i].toTensor();
-      if (native && roles_[i] == kDtype && !args[i].isNone()) {
-        eargs[ne].arg.i = to_tp(args[i].toScalarType());
-        native = eargs[ne].arg.i != TP_DTYPE_INVALID;
-      }
-      ne++;
-    }
+    bool native = convert_call(roles_, args, n_in, false, eargs, earg_tensor, &ne, &generator);
     if (native && (tp_op_table[op_].flags & TP_OPF_RANDOM)) {
       if (ne >= TP_MAX_ARGS) return cpu_fallback(h, stack);
       c10::DeviceIndex dev = g_current_device;
@@ -679,6 +694,159 @@ int64_t element_span(const at::Tensor& t) {
   for (int64_t i = 0; i < t.dim(); i++) span += (t.size(i) - 1) * t.stride(i);
   return span;
 }
+
+
+// ---- whole graphs (the torch.compile backend) ----
+
+std::atomic<int64_t> g_graph_runs{0}, g_graph_compiles{0};
+
+// A graph under construction and its runs. Python names values with meta tensors: each graph
+// input and node output is one, and passing it back as an argument refers to that value.
+struct Graph {
+  tp_graph_t* g = nullptr;
+  std::unordered_map<const c10::TensorImpl*, int> ids;
+  std::vector<at::Tensor> values;  // keeps the naming tensors alive
+  std::vector<int> outputs;
+
+  Graph() { check(tp_graph_create(&g)); }
+  ~Graph() { tp_graph_free(g); }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  at::Tensor name_value(int v) {
+    const tp_meta_t* m = tp_graph_value_meta(g, v);
+    TORCH_CHECK(m, "graph: bad value");
+    at::Tensor t = at::empty(c10::IntArrayRef(m->sizes, m->ndim),
+                             at::TensorOptions().dtype(from_tp(m->dtype)).device(at::kMeta));
+    ids[t.unsafeGetTensorImpl()] = v;
+    values.push_back(t);
+    return t;
+  }
+
+  at::Tensor input(c10::ScalarType dtype, std::vector<int64_t> sizes) {
+    tp_meta_t m{};
+    m.dtype = to_tp(dtype);
+    TORCH_CHECK_NOT_IMPLEMENTED(m.dtype != TP_DTYPE_INVALID && sizes.size() <= TP_MAX_DIMS,
+                                "graph input of dtype ", dtype, " and ", sizes.size(), " dims");
+    m.ndim = static_cast<int>(sizes.size());
+    std::copy(sizes.begin(), sizes.end(), m.sizes);
+    int v = tp_graph_input(g, &m);
+    TORCH_CHECK(v >= 0, "graph: out of host memory");
+    return name_value(v);
+  }
+
+  // Adds a call of ATen op |op| (an OpOverload); returns the meta tensors of its outputs, or the
+  // reason it has no native lowering (a str): the caller then runs it eagerly.
+  py::object node(const py::object& op, const py::args& args, const py::kwargs& kwargs) {
+    const c10::FunctionSchema& schema = py::cast<const c10::FunctionSchema&>(op.attr("_schema"));
+    const std::string& full = schema.name();
+    if (full.rfind("aten::", 0) != 0) return py::str("not an aten op");
+    std::string name = full.substr(6);
+    if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+    int variant = 0;
+    int opi = tp_op_lookup(name.c_str(), &variant);
+    if (opi < 0 || variant != 0) return py::str("no native lowering");
+    // A Python number where the schema wants a Tensor (add.Tensor(x, 1) in a traced graph) is a
+    // wrapped number, as the eager dispatcher makes it.
+    py::list fixed;
+    for (size_t i = 0; i < args.size(); i++) {
+      py::handle a = args[i];
+      bool want_tensor = i < schema.arguments().size() &&
+                         schema.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
+      if (want_tensor && (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a) ||
+                          py::isinstance<py::float_>(a))) {
+        c10::Scalar sc = py::isinstance<py::bool_>(a)  ? c10::Scalar(a.cast<bool>())
+                         : py::isinstance<py::int_>(a) ? c10::Scalar(a.cast<int64_t>())
+                                                       : c10::Scalar(a.cast<double>());
+        at::Tensor t = c10::scalar_to_tensor(sc);
+        t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        fixed.append(py::cast(t));
+      } else {
+        fixed.append(a);
+      }
+    }
+    torch::jit::Stack stack = torch::jit::createStackForSchema(
+        schema, py::tuple(fixed), kwargs, std::nullopt);
+    tp_eager_arg_t eargs[TP_MAX_ARGS];
+    at::Tensor earg_tensor[TP_MAX_ARGS];
+    std::optional<at::Generator> generator;
+    int ne = 0;
+    if (!convert_call(arg_roles(schema), stack, stack.size(), true, eargs, earg_tensor, &ne,
+                      &generator))
+      return py::str("arguments not describable natively");
+    if (generator) return py::str("an explicit generator");
+    tp_op_arg_t a[TP_MAX_ARGS];
+    int vals[TP_MAX_ARGS];
+    for (int i = 0; i < ne; i++) {
+      a[i] = eargs[i].arg;
+      vals[i] = -1;
+      if (a[i].kind != TP_ARG_TENSOR) continue;
+      auto it = ids.find(earg_tensor[i].unsafeGetTensorImpl());
+      if (it == ids.end()) return py::str("a tensor argument that is not a graph value");
+      vals[i] = it->second;
+    }
+    tp_meta_t metas[TP_MAX_OUTS];
+    int n_out = 0, first = 0;
+    tp_status_t* st = tp_graph_node(g, opi, a, vals, ne, metas, &n_out, &first);
+    if (st) {
+      std::string msg = tp_status_message(st);
+      tp_status_free(st);
+      return py::str(msg);
+    }
+    py::list outs;
+    for (int k = 0; k < n_out; k++) outs.append(name_value(first + k));
+    return outs;
+  }
+
+  void set_outputs(const std::vector<at::Tensor>& outs) {
+    outputs.clear();
+    for (const at::Tensor& t : outs) {
+      auto it = ids.find(t.unsafeGetTensorImpl());
+      TORCH_CHECK(it != ids.end(), "graph output is not a value of this graph");
+      outputs.push_back(it->second);
+    }
+    check(tp_graph_set_outputs(g, outputs.data(), static_cast<int>(outputs.size())));
+  }
+
+  // Runs on tpu tensors (views allowed); returns fresh dense outputs.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) {
+    TORCH_CHECK(static_cast<int>(inputs.size()) == tp_graph_input_count(g), "graph: expected ",
+                tp_graph_input_count(g), " inputs, got ", inputs.size());
+    c10::DeviceIndex device = g_current_device;
+    std::vector<tp_view_t> views(inputs.size() + 1);
+    for (size_t i = 0; i < inputs.size(); i++) {
+      TORCH_CHECK(inputs[i].device().type() == DeviceType::PrivateUse1,
+                  "graph input ", i, " is on ", inputs[i].device(), ", expected a tpu tensor");
+      if (i == 0) device = inputs[i].device().index();
+      views[i] = view_or_throw(inputs[i], "graph input");
+    }
+    c10::Device dev(DeviceType::PrivateUse1, device);
+    std::vector<int64_t> keys(tp_graph_random_count(g) + 1);
+    for (int r = 0; r < tp_graph_random_count(g); r++) keys[r] = next_random_key(std::nullopt, device);
+    std::vector<at::Tensor> outs;
+    std::vector<tp_storage_t*> out_storages;
+    {
+      c10::DeviceGuard guard(dev);
+      for (int v : outputs) {
+        const tp_meta_t* m = tp_graph_value_meta(g, v);
+        outs.push_back(at::empty(c10::IntArrayRef(m->sizes, m->ndim),
+                                 at::TensorOptions().dtype(from_tp(m->dtype)).device(dev)));
+        out_storages.push_back(storage_of(outs.back()));
+      }
+    }
+    out_storages.push_back(nullptr);
+    int compiled = 0;
+    tp_status_t* st;
+    {
+      py::gil_scoped_release no_gil;
+      st = tp_graph_run(g, device, views.data(), keys.data(), out_storages.data(), &compiled);
+    }
+    check(st);
+    g_graph_runs++;
+    if (compiled) g_graph_compiles++;
+    return outs;
+  }
+};
 
 tp_view_t byte_span(const at::Tensor& t) {
   int64_t item = static_cast<int64_t>(t.itemsize());
@@ -899,6 +1067,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", tpu_empty_strided);
   m.impl("copy_", tpu_copy_);
   m.impl("_copy_from", tpu_copy_from);
+    if (d.flags & TP_OPF_GRAPH) continue;  // views and factories: PyTorch's own kernels
   m.impl("_copy_from_and_resize", tpu_copy_from_and_resize);
   m.impl("_local_scalar_dense", tpu_local_scalar_dense);
   m.impl("resize_", tpu_resize_);
@@ -988,6 +1157,8 @@ py::list native_ops() {
   return l;
 }
 
+  d["graph_runs"] = g_graph_runs.load();
+  d["graph_compiles"] = g_graph_compiles.load();
 py::dict plugin_info() {
   tp_client_t* c = client();
   py::dict d;
@@ -995,6 +1166,8 @@ py::dict plugin_info() {
   tp_client_api_version(c, &major, &minor);
   d["platform"] = tp_client_platform_name(c);
   d["platform_version"] = tp_client_platform_version(c);
+  g_graph_runs = 0;
+  g_graph_compiles = 0;
   d["plugin_path"] = tp_client_plugin_path(c);
   d["pjrt_api_version"] = py::make_tuple(major, minor);
   py::list devs;
@@ -1002,6 +1175,7 @@ py::dict plugin_info() {
   d["devices"] = devs;
   d["cache_dir"] = tp_exec_cache_dir(tp_eager_cache());
   return d;
+    if (tp_op_table[i].flags & TP_OPF_GRAPH) continue;
 }
 
 }  // namespace
@@ -1036,6 +1210,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(d); });
   m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
   m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
+  m.def("graph_ops", [] {  // rows only whole graphs use (views, factories)
+    py::list l;
+    for (int i = 0; i < tp_op_count; i++)
+      if (tp_op_table[i].flags & TP_OPF_GRAPH) l.append(tp_op_table[i].name);
+    return l;
+  });
   m.def("set_cache_capacity", [](int64_t n) {
     tp_exec_cache_set_capacity(tp_eager_cache(), static_cast<size_t>(n));
   });
@@ -1053,3 +1233,11 @@ PYBIND11_MODULE(_C, m) {
     return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();
   });
 }
+  py::class_<Graph>(m, "Graph")
+      .def(py::init<>())
+      .def("input", &Graph::input)
+      .def("node", &Graph::node)
+      .def("set_outputs", &Graph::set_outputs)
+      .def("run", &Graph::run)
+      .def_property_readonly("node_count", [](const Graph& g) { return tp_graph_node_count(g.g); })
+      .def_property_readonly("random_count", [](const Graph& g) { return tp_graph_random_count(g.g); });

@@ -1,28 +1,224 @@
-"""torch.compile(backend="tpu").
+"""torch.compile(backend="tpu"): whole graphs as one device program.
 
-Today the backend captures the graph with Dynamo and AOTAutograd (forward and backward graphs of
-functional ATen ops) and runs each graph through the eager tpu executor: every node is one cached
-device program, exactly as in eager mode, with the same fallback accounting. Lowering a whole graph
-into one StableHLO module through the same C emitters is the next step (see the README's limits).
+Dynamo captures the Python code; AOTAutograd turns it into functional ATen forward and backward
+graphs (core-ATen decompositions, except for ops the C op table lowers directly). Each graph is
+cut into partitions of ops with a native lowering; a partition becomes one StableHLO program,
+built by the C graph executor from the same emitters eager mode uses, compiled once and kept in
+the executable cache (memory and disk: a second process compiles nothing). An op with no native
+lowering splits the graph there: it runs eagerly, with the usual fallback accounting, and the
+split is counted in stats().
+
 Registered with Dynamo through the `torch_dynamo_backends` entry point, so nothing is imported
 until a user asks for the backend.
 """
+import collections
+import operator
+import warnings
+
 import torch
 
-_stats = {"graphs": 0}
+_stats = {"graphs": 0, "partitions": 0, "splits": collections.Counter(), "split_reasons": {}}
 
 
 def stats():
-    """Graphs compiled by this backend (forward and backward counted separately)."""
-    return dict(_stats)
+    """What the backend did: graphs captured (forward and backward count separately),
+    partitions built, eager split ops by name, and device programs run/compiled for graphs
+    (a graph program found in the memory or disk cache is not compiled again)."""
+    from torch_pjrt import _C
+    s = _C.stats()
+    return {"graphs": _stats["graphs"], "partitions": _stats["partitions"],
+            "splits": dict(_stats["splits"]), "split_reasons": dict(_stats["split_reasons"]),
+            "graph_runs": s["graph_runs"],
+            "graph_compiles": s["graph_compiles"]}
+
+
+def reset_stats():
+    _stats["graphs"] = _stats["partitions"] = 0
+    _stats["splits"].clear()
+    _stats["split_reasons"].clear()
+
+
+def _is_tpu_device(d):
+    if d is None:
+        return True
+    return torch.device(d).type == "tpu"
+
+
+class _Partition:
+    """Consecutive graph nodes lowered into one program."""
+
+    def __init__(self):
+        from torch_pjrt import _C
+        self.graph = _C.Graph()
+        self.inputs = []    # fx nodes whose runtime values feed the program, in input order
+        self.values = {}    # fx node -> the meta tensor naming its value inside the program
+        self.nodes = []     # fx nodes lowered here
+        self.outputs = []   # fx nodes whose values leave the program
+        self.eager = False  # the program failed to build: run the nodes one by one
+
+    def _value(self, n):
+        """The program value for fx node |n|, adding it as an input when it comes from outside."""
+        if n in self.values:
+            return self.values[n]
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise _NotNative("a non-tensor value from outside the partition")
+        t = self.graph.input(val.dtype, list(val.shape))
+        self.values[n] = t
+        self.inputs.append(n)
+        return t
+
+    def add(self, node):
+        """Lowers |node| here; raises _NotNative (the partition unchanged in meaning) if it can't."""
+        if node.target is operator.getitem:
+            src, idx = node.args
+            if src not in self.values or not isinstance(self.values[src], list):
+                raise _NotNative("getitem of a value from outside")
+            self.values[node] = self.values[src][idx]
+            self.nodes.append(node)
+            return
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise _NotNative("not an ATen op")
+        if not _is_tpu_device(node.kwargs.get("device")):
+            raise _NotNative("a result on another device")
+        val = node.meta.get("val")
+        vals = list(val) if isinstance(val, (list, tuple)) else [val]
+        if not all(v is None or isinstance(v, torch.Tensor) for v in vals):
+            raise _NotNative("a non-tensor result")  # (None: an output the graph doesn't want)
+
+        def lower(a):
+            if isinstance(a, torch.fx.Node):
+                return self._value(a)
+            if isinstance(a, (list, tuple)):
+                return type(a)(lower(x) for x in a)
+            if isinstance(a, torch.SymInt) or isinstance(a, torch.SymFloat):
+                raise _NotNative("a symbolic size")
+            return a
+
+        args = lower(node.args)
+        kwargs = {k: lower(v) for k, v in node.kwargs.items()}
+        outs = self.graph.node(node.target, *args, **kwargs)
+        if isinstance(outs, str):
+            raise _NotNative(outs)
+        if len(outs) != len(vals) or any(v is not None and (o.dtype != v.dtype or o.shape != v.shape)
+                                         for o, v in zip(outs, vals)):
+            raise _NotNative("inferred outputs differ from the traced ones")
+        self.values[node] = outs if isinstance(val, (list, tuple)) else outs[0]
+        self.nodes.append(node)
+
+    def rebuilt(self):
+        """A fresh partition holding the same nodes (drops inputs or nodes of a failed add)."""
+        p = _Partition()
+        for n in self.nodes:
+            p.add(n)
+        return p
+
+    def finish(self, used_outside):
+        own = set(self.nodes)
+        self.outputs = [n for n in self.nodes if n in used_outside and n in own
+                        and isinstance(self.values[n], torch.Tensor)]
+        self.graph.set_outputs([self.values[n] for n in self.outputs])
+
+
+class _NotNative(Exception):
+    pass
+
+
+def _partition(gm):
+    """Steps of the graph: partitions (lowered) and single nodes (run eagerly), in order."""
+    steps, part = [], _Partition()
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem and node.args[0] not in part.values:
+            steps.append(node)  # picks from an eager result: runs before the open partition
+            continue
+        inputs_before = len(part.inputs)
+        try:
+            part.add(node)
+            continue
+        except _NotNative as e:
+            _stats["split_reasons"][str(node.target)] = str(e)
+        if len(part.inputs) != inputs_before or part.graph.node_count != _count_ops(part):
+            part = part.rebuilt()
+        if part.nodes:
+            steps.append(part)
+        steps.append(node)
+        _stats["splits"][str(node.target)] += 1
+        part = _Partition()
+    if part.nodes:
+        steps.append(part)
+    # Which values each partition must hand out: those any other step or the output reads.
+    parts = [s for s in steps if isinstance(s, _Partition)]
+    owner = {n: p for p in parts for n in p.nodes}
+    used_outside = set()
+    for node in gm.graph.nodes:
+        for a in node.all_input_nodes:
+            if a in owner and owner.get(node) is not owner[a]:
+                used_outside.add(a)
+    for p in parts:
+        p.finish(used_outside)
+    _stats["partitions"] += len(parts)
+    return steps
+
+
+def _count_ops(part):
+    return sum(1 for n in part.nodes if n.target is not operator.getitem)
 
 
 def _compile_graph(gm, example_inputs):
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     _stats["graphs"] += 1
-    return gm  # a GraphModule of ATen ops: runs op by op on the tpu eager path
+    with unset_fake_temporarily():  # the C graph builder works on real (meta) tensors
+        steps = _partition(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    attrs = {n: getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+
+    def run(args):
+        env = dict(zip(placeholders, args))
+        env.update(attrs)
+        args.clear()  # the caller's list: let inputs die as soon as the graph is done with them
+
+        def load(a):
+            return torch.fx.node.map_arg(a, lambda n: env[n])
+
+        for step in steps:
+            if isinstance(step, _Partition) and not step.eager:
+                ins = [env[n] for n in step.inputs]
+                ins = [t if t.device.type == "tpu" else t.to("tpu") for t in ins]
+                try:
+                    env.update(zip(step.outputs, step.graph.run(ins)))
+                    continue
+                except RuntimeError as e:
+                    if "building or compiling" not in str(e):
+                        raise
+                    # A lowering bug must not stop the user's program: this partition runs
+                    # eagerly from now on, and says so once.
+                    step.eager = True
+                    _stats["splits"]["partition that failed to build"] += 1
+                    warnings.warn(f"tpu: a compiled partition of {len(step.nodes)} ops failed "
+                                  f"to build and runs eagerly instead: {e}")
+            for node in (step.nodes if isinstance(step, _Partition) else [step]):
+                env[node] = node.target(*load(node.args), **load(node.kwargs))
+        return load(output.args[0])
+
+    run._boxed_call = True  # AOTAutograd passes the argument list itself
+    return run
+
+
+def _decompositions():
+    """Core-ATen decompositions, except for ops the op table lowers as they are."""
+    from torch._decomp import core_aten_decompositions
+    from torch_pjrt import _C
+    native = {"aten::" + n for n in _C.native_ops()} | {"aten::" + n for n in _C.graph_ops()}
+    table = core_aten_decompositions()
+    return {op: fn for op, fn in table.items()
+            if op.name() not in native and op.name().split(".")[0] + ".default" not in native}
 
 
 def backend(gm, example_inputs, **kwargs):
     """The Dynamo backend callable named "tpu"."""
     from torch._dynamo.backends.common import aot_autograd
-    return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph)(gm, example_inputs)
+    return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
+                        decompositions=_decompositions())(gm, example_inputs)

@@ -1,0 +1,380 @@
+/* Graph executor: many table ops as one program. See graph.h. */
+#include "eager/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eager/program.h"
+#include "runtime/executable.h"
+
+typedef struct {
+  int op;
+  int n_args;
+  tp_op_arg_t args[TP_MAX_ARGS];
+  int values[TP_MAX_ARGS]; /* TENSOR args: the value read */
+  int n_out, first_out;
+  int key;                 /* a random op's key input (0-based), else -1 */
+} node_t;
+
+typedef struct {
+  unsigned char *data;
+  size_t len, cap;
+  bool failed;
+} bytes_t;
+
+struct tp_graph {
+  tp_meta_t *values;
+  int n_values, cap_values;
+  node_t *nodes;
+  int n_nodes, cap_nodes;
+  int *inputs, n_inputs, cap_inputs;
+  int *outputs, n_outputs;
+  int n_random;
+  bytes_t desc;  /* the graph's description: the program key's first part */
+  bytes_t key;   /* scratch: desc + the layouts of one run's inputs */
+};
+
+static void put(bytes_t *s, const void *p, size_t n) {
+  if (s->failed) return;
+  if (s->len + n > s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 1024;
+    while (cap < s->len + n) cap *= 2;
+    unsigned char *d = realloc(s->data, cap);
+    if (!d) {
+      s->failed = true;
+      return;
+    }
+    s->data = d;
+    s->cap = cap;
+  }
+  memcpy(s->data + s->len, p, n);
+  s->len += n;
+}
+#define PUT_I64(s, v) do { int64_t x_ = (int64_t)(v); put((s), &x_, 8); } while (0)
+
+/* Grows *arr (of *cap elements of |size|) to hold |need|. */
+static bool grow(void **arr, int *cap, int need, size_t size) {
+  if (need <= *cap) return true;
+  int c = *cap ? *cap * 2 : 16;
+  while (c < need) c *= 2;
+  void *p = realloc(*arr, (size_t)c * size);
+  if (!p) return false;
+  *arr = p;
+  *cap = c;
+  return true;
+}
+
+static tp_status_t *oom(void) {
+  return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory building a graph");
+}
+
+tp_status_t *tp_graph_create(tp_graph_t **out) {
+  *out = calloc(1, sizeof(tp_graph_t));
+  return *out ? NULL : oom();
+}
+
+void tp_graph_free(tp_graph_t *g) {
+  if (!g) return;
+  free(g->values);
+  free(g->nodes);
+  free(g->inputs);
+  free(g->outputs);
+  free(g->desc.data);
+  free(g->key.data);
+  free(g);
+}
+
+static int new_value(tp_graph_t *g, const tp_meta_t *m) {
+  if (!grow((void **)&g->values, &g->cap_values, g->n_values + 1, sizeof(tp_meta_t))) return -1;
+  g->values[g->n_values] = *m;
+  g->values[g->n_values].writes_arg = 0;
+  return g->n_values++;
+}
+
+static void put_meta(bytes_t *s, const tp_meta_t *m) {
+  PUT_I64(s, m->dtype);
+  PUT_I64(s, m->ndim);
+  put(s, m->sizes, sizeof(int64_t) * (size_t)m->ndim);
+}
+
+int tp_graph_input(tp_graph_t *g, const tp_meta_t *meta) {
+  if (!grow((void **)&g->inputs, &g->cap_inputs, g->n_inputs + 1, sizeof(int))) return -1;
+  int v = new_value(g, meta);
+  if (v < 0) return -1;
+  g->inputs[g->n_inputs++] = v;
+  PUT_I64(&g->desc, -1);  /* an input */
+  put_meta(&g->desc, meta);
+  return v;
+}
+
+tp_status_t *tp_graph_node(tp_graph_t *g, int op, tp_op_arg_t *args, const int *arg_values,
+                           int n_args, tp_meta_t *out_metas, int *n_out, int *first_value) {
+  if (op < 0 || op >= tp_op_count) return tp_make_status(TP_INVALID_ARGUMENT, "bad op %d", op);
+  const tp_op_def_t *d = &tp_op_table[op];
+  if (n_args > TP_MAX_ARGS) return tp_make_status(TP_UNIMPLEMENTED, "%s: too many arguments", d->name);
+  node_t nd;
+  memset(&nd, 0, sizeof(nd));
+  nd.op = op;
+  nd.n_args = n_args;
+  nd.key = -1;
+  for (int i = 0; i < n_args; i++) {
+    nd.args[i] = args[i];
+    nd.values[i] = -1;
+    if (args[i].kind == TP_ARG_TENSOR) {
+      int v = arg_values[i];
+      if (v < 0 || v >= g->n_values)
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s: argument %d names no value", d->name, i);
+      nd.values[i] = v;
+      nd.args[i].meta = g->values[v];
+    } else if (args[i].kind == TP_ARG_SCALAR && args[i].scalar_dtype == TP_DTYPE_INVALID) {
+      nd.args[i].scalar_dtype = args[i].meta.dtype;
+    }
+  }
+  if (d->flags & TP_OPF_RANDOM) {
+    /* The key: a program input, one per op and run (the eager glue appends it the same way). */
+    if (n_args >= TP_MAX_ARGS) return tp_make_status(TP_UNIMPLEMENTED, "%s: too many arguments", d->name);
+    tp_op_arg_t *k = &nd.args[nd.n_args++];
+    memset(k, 0, sizeof(*k));
+    k->kind = TP_ARG_SCALAR;
+    k->meta.dtype = k->scalar_dtype = TP_DTYPE_I64;
+    nd.key = g->n_random;
+  }
+  *n_out = 0;
+  memset(out_metas, 0, sizeof(tp_meta_t) * TP_MAX_OUTS);
+  TP_RETURN_IF_ERROR(d->infer(d, nd.args, nd.n_args, out_metas, n_out));
+  for (int k = 0; k < *n_out; k++)
+    if (out_metas[k].writes_arg)  /* in-place updates have no place in a functional graph */
+      return tp_make_status(TP_UNIMPLEMENTED, "%s updates an argument in place", d->name);
+  if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof(node_t))) return oom();
+  nd.n_out = *n_out;
+  nd.first_out = g->n_values;
+  for (int k = 0; k < *n_out; k++)
+    if (new_value(g, &out_metas[k]) < 0) return oom();
+  if (nd.key >= 0) g->n_random++;
+  g->nodes[g->n_nodes++] = nd;
+  *first_value = nd.first_out;
+  /* The description: op, then each argument as the eager signature records it, with scalar
+   * values included (they are constants of the program). */
+  bytes_t *s = &g->desc;
+  PUT_I64(s, op);
+  PUT_I64(s, nd.n_args);
+  for (int i = 0; i < nd.n_args; i++) {
+    const tp_op_arg_t *a = &nd.args[i];
+    PUT_I64(s, a->kind);
+    switch (a->kind) {
+      case TP_ARG_TENSOR: PUT_I64(s, nd.values[i]); break;
+      case TP_ARG_SCALAR:
+        PUT_I64(s, a->scalar_dtype);
+        PUT_I64(s, a->meta.dtype);
+        PUT_I64(s, a->wrapped);
+        if (i == nd.n_args - 1 && nd.key >= 0) PUT_I64(s, -1);
+        else if (tp_dtype_is_float(a->meta.dtype)) put(s, &a->f, sizeof(double));
+        else PUT_I64(s, a->i);
+        break;
+      case TP_ARG_INT: PUT_I64(s, a->i); break;
+      case TP_ARG_FLOAT: put(s, &a->f, sizeof(double)); break;
+      case TP_ARG_STR: put(s, a->s, sizeof(a->s)); break;
+      case TP_ARG_INTS:
+        PUT_I64(s, a->n);
+        put(s, a->ints, sizeof(int64_t) * (size_t)a->n);
+        break;
+      default: break;
+    }
+  }
+  for (int k = 0; k < *n_out; k++) put_meta(s, &out_metas[k]);
+  return s->failed ? oom() : NULL;
+}
+
+tp_status_t *tp_graph_set_outputs(tp_graph_t *g, const int *values, int n) {
+  int *o = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+  if (!o) return oom();
+  for (int i = 0; i < n; i++) {
+    if (values[i] < 0 || values[i] >= g->n_values) {
+      free(o);
+      return tp_make_status(TP_INVALID_ARGUMENT, "graph output %d names no value", i);
+    }
+    o[i] = values[i];
+  }
+  free(g->outputs);
+  g->outputs = o;
+  g->n_outputs = n;
+  return NULL;
+}
+
+const tp_meta_t *tp_graph_value_meta(const tp_graph_t *g, int v) {
+  return v >= 0 && v < g->n_values ? &g->values[v] : NULL;
+}
+int tp_graph_input_count(const tp_graph_t *g) { return g->n_inputs; }
+int tp_graph_output_count(const tp_graph_t *g) { return g->n_outputs; }
+int tp_graph_node_count(const tp_graph_t *g) { return g->n_nodes; }
+int tp_graph_random_count(const tp_graph_t *g) { return g->n_random; }
+
+/* ---- one run ---- */
+
+typedef struct {
+  tp_storage_t *storage;
+  int param;  /* -1: no buffer yet (reads as zeros) */
+} gslot_t;
+
+static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gslot_t *slots,
+                          int n_slots, const int *input_slot, char **out_text) {
+  tp_hlo_builder_t *b = NULL;
+  TP_RETURN_IF_ERROR(tp_hlo_builder_create(&b));
+  tp_hlo_value_t *val = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(tp_hlo_value_t));
+  tp_hlo_value_t *params = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(tp_hlo_value_t));
+  tp_hlo_value_t *keys = calloc((size_t)(g->n_random > 0 ? g->n_random : 1), sizeof(tp_hlo_value_t));
+  tp_hlo_value_t *results = calloc((size_t)(g->n_outputs > 0 ? g->n_outputs : 1), sizeof(tp_hlo_value_t));
+  if (!val || !params || !keys || !results) {
+    free(val), free(params), free(keys), free(results);
+    tp_hlo_builder_free(b);
+    return oom();
+  }
+  for (int s = 0; s < n_slots; s++)
+    if (slots[s].param >= 0)
+      params[s] = tp_hlo_param(b, slots[s].storage->dtype, 1, &slots[s].storage->numel, -1);
+  for (int r = 0; r < g->n_random; r++) keys[r] = tp_hlo_param(b, TP_DTYPE_I64, 0, NULL, -1);
+  for (int i = 0; i < g->n_inputs; i++) {
+    const gslot_t *sl = &slots[input_slot[i]];
+    tp_hlo_value_t x = tp_program_storage(b, sl->param >= 0 ? &params[input_slot[i]] : NULL,
+                                          sl->storage, inputs[i].dtype);
+    val[g->inputs[i]] = tp_program_read_view(b, x, &inputs[i]);
+  }
+  for (int n = 0; n < g->n_nodes; n++) {
+    const node_t *nd = &g->nodes[n];
+    const tp_op_def_t *d = &tp_op_table[nd->op];
+    tp_hlo_value_t in[TP_MAX_ARGS];
+    memset(in, 0, sizeof(in));
+    for (int i = 0; i < nd->n_args; i++) {
+      if (nd->args[i].kind == TP_ARG_TENSOR) in[i] = val[nd->values[i]];
+      else if (nd->args[i].kind == TP_ARG_SCALAR)
+        in[i] = (nd->key >= 0 && i == nd->n_args - 1) ? keys[nd->key]
+                                                      : tp_program_scalar_constant(b, &nd->args[i]);
+    }
+    d->emit(d, b, nd->args, nd->n_args, in, &g->values[nd->first_out], &val[nd->first_out]);
+  }
+  for (int k = 0; k < g->n_outputs; k++) {
+    int64_t n = tp_meta_numel(&g->values[g->outputs[k]]);
+    results[k] = tp_hlo_reshape(b, val[g->outputs[k]], 1, &n);
+  }
+  tp_status_t *st = tp_hlo_finish(b, results, g->n_outputs, out_text);
+  free(val), free(params), free(keys), free(results);
+  tp_hlo_builder_free(b);
+  return st;
+}
+
+static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *inputs,
+                               const int64_t *keys, tp_storage_t *const *outs, int *out_compiled) {
+  tp_client_t *client = tp_eager_client();
+  tp_exec_cache_t *cache = tp_eager_cache();
+  if (!client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  int n_in = g->n_inputs;
+  gslot_t *slots = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(gslot_t));
+  int *input_slot = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(int));
+  void **args = calloc((size_t)(n_in + g->n_random + 1), sizeof(void *));
+  void **results = calloc((size_t)(g->n_outputs + 1), sizeof(void *));
+  tp_status_t *st = (slots && input_slot && args && results) ? NULL : oom();
+  int n_slots = 0, n_params = 0;
+  /* Storages become parameters once each, however many inputs view them. */
+  for (int i = 0; i < n_in && !st; i++) {
+    const tp_view_t *v = &inputs[i];
+    const tp_meta_t *m = &g->values[g->inputs[i]];
+    if (v->dtype != m->dtype || v->ndim != m->ndim ||
+        memcmp(v->sizes, m->sizes, sizeof(int64_t) * (size_t)m->ndim) != 0) {
+      st = tp_make_status(TP_INVALID_ARGUMENT, "graph input %d does not match the graph's "
+                          "declared shape or dtype", i);
+      break;
+    }
+    if (v->storage->device != device) {
+      st = tp_make_status(TP_INVALID_ARGUMENT, "graph input %d is on tpu:%d, the graph runs on "
+                          "tpu:%d", i, v->storage->device, device);
+      break;
+    }
+    st = tp_view_check_bounds(v);
+    int s = 0;
+    while (s < n_slots && slots[s].storage != v->storage) s++;
+    if (s == n_slots) {
+      slots[s].storage = v->storage;
+      slots[s].param = v->storage->buffer ? n_params++ : -1;
+      n_slots++;
+    }
+    input_slot[i] = s;
+  }
+  tp_executable_t *exe = NULL;
+  if (!st) {
+    /* The key: the graph, then per input its slot and view, then per slot its buffer. */
+    bytes_t *k = &g->key;
+    k->len = 0;
+    put(k, g->desc.data, g->desc.len);
+    PUT_I64(k, g->n_outputs);
+    put(k, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+    for (int i = 0; i < n_in; i++) {
+      PUT_I64(k, input_slot[i]);
+      PUT_I64(k, inputs[i].ndim);
+      put(k, inputs[i].strides, sizeof(int64_t) * (size_t)inputs[i].ndim);
+      PUT_I64(k, inputs[i].offset);
+    }
+    for (int s = 0; s < n_slots; s++) {
+      const tp_storage_t *sg = slots[s].storage;
+      PUT_I64(k, slots[s].param >= 0 ? sg->dtype : -1);
+      PUT_I64(k, slots[s].param >= 0 ? sg->numel : (int64_t)sg->nbytes);
+    }
+    if (k->failed) st = oom();
+  }
+  if (!st) {
+    uint64_t hash = tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull);
+    exe = tp_exec_cache_lookup(cache, g->key.data, g->key.len, hash);
+    *out_compiled = exe == NULL;
+    if (!exe) {
+      char *text = NULL;
+      st = build(g, inputs, slots, n_slots, input_slot, &text);
+      if (!st) {
+        st = tp_executable_compile(client, text, strlen(text), &exe);
+        if (st && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
+        if (!st) tp_exec_cache_insert(cache, g->key.data, g->key.len, hash, exe);
+      }
+      if (st) st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);
+      free(text);
+    }
+  }
+  if (!st) {
+    int n_args = 0;
+    for (int s = 0; s < n_slots; s++)
+      if (slots[s].param >= 0) args[n_args++] = slots[s].storage->buffer;
+    for (int r = 0; r < g->n_random && !st; r++) {
+      tp_op_arg_t a;
+      memset(&a, 0, sizeof(a));
+      a.kind = TP_ARG_SCALAR;
+      a.meta.dtype = a.scalar_dtype = TP_DTYPE_I64;
+      a.i = keys[r];
+      st = tp_eager_scalar_buffer(device, &a, &args[n_args++]);
+    }
+    if (!st)
+      st = tp_executable_execute(exe, device, args, (size_t)n_args, NULL, 0, results, "graph",
+                                 tp_eager_blocking());
+    for (int k = 0; k < g->n_outputs; k++) {
+      if (!results[k]) continue;
+      const tp_meta_t *m = &g->values[g->outputs[k]];
+      tp_storage_set_buffer(outs[k], results[k], m->dtype, tp_meta_numel(m));
+    }
+  }
+  if (exe) tp_executable_release(exe);
+  free(slots), free(input_slot), free(args), free(results);
+  return st;
+}
+
+tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, const int64_t *keys,
+                          tp_storage_t *const *outs, int *out_compiled) {
+  *out_compiled = 0;
+  for (int k = 0; k < g->n_outputs; k++) {
+    const tp_meta_t *m = &g->values[g->outputs[k]];
+    if (outs[k]->device != device ||
+        outs[k]->nbytes != (size_t)tp_meta_numel(m) * tp_dtype_size(m->dtype))
+      return tp_make_status(TP_INVALID_ARGUMENT, "graph output %d: storage of the wrong size or "
+                            "device", k);
+  }
+  tp_eager_lock();
+  tp_status_t *st = run_locked(g, device, inputs, keys, outs, out_compiled);
+  tp_eager_unlock();
+  return st;
+}
