@@ -350,6 +350,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_on_cpu(
     c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
 
+// Sparse layouts have no tpu storage: any op that reaches a sparse tpu tensor, or would make one
+// (copying a CPU fallback's sparse result back), ends here with one clear error.
+void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: sparse layouts are not supported on the tpu device ('",
+                              op_name(op), "' with a sparse tpu tensor); keep sparse tensors on CPU");
+}
+
+// Composite kernels that check for a CPU/CUDA/XPU device themselves and so would refuse tpu
+// tensors before any backend kernel runs (mode.values): registered to the CPU fallback directly.
+const char* const kCompositesOnCpu[] = {"mode.values"};
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = op_name(op);
   note_fallback(name);
@@ -1063,6 +1074,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     if (d.out)
       m.impl(d.out, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 2)));
   }
+  for (const char* name : kCompositesOnCpu)
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   m.impl("empty.memory_format", tpu_empty);
   m.impl("empty_strided", tpu_empty_strided);
   m.impl("copy_", tpu_copy_);
@@ -1101,6 +1114,14 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_unsupported>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_unsupported>());
 }
 
 // ---- Python surface (torch_pjrt._C) ----

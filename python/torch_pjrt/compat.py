@@ -130,16 +130,40 @@ def _tensors(tree):
     return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
-class Inputs:
-    """One side's copy of a sample: input, args, kwargs, plus what the variant needs."""
+def host_tensors(op, dtype, count):
+    """For each of the first `count` samples, the positions (in tree order) of the tensors the
+    OpInfo makes on CPU whatever device it is asked for, as tensor_split's indices: those stay on
+    CPU on the device side too, as they do when PyTorch tests CUDA. Found by making the samples on
+    the meta device; empty sets when that fails or the samples differ in structure."""
+    try:
+        torch.manual_seed(0)
+        made = list(itertools.islice(op.sample_inputs("meta", dtype, requires_grad=False), count))
+    except Exception:
+        return [frozenset()] * count
+    return [frozenset(i for i, t in enumerate(_tensors((s.input, s.args, s.kwargs))) if t.device.type == "cpu")
+            for s in made] + [frozenset()] * (count - len(made))
 
-    def __init__(self, sample, device, variant, ref):
+
+class Inputs:
+    """One side's copy of a sample: input, args, kwargs, plus what the variant needs. On the
+    device side, the tensors at positions `on_host` stay on CPU."""
+
+    def __init__(self, sample, device, variant, ref, on_host=frozenset()):
+        from torch.utils._pytree import tree_flatten, tree_unflatten
         from torch.testing._internal.common_utils import noncontiguous_like
         self.device = device
-        copy = (lambda t: t.detach().clone()) if device == "cpu" else (lambda t: t.detach().to(device))
-        self.input, self.args, self.kwargs = _tree_map(copy, (sample.input, sample.args, sample.kwargs))
+        leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+        tensors = [i for i, t in enumerate(leaves) if isinstance(t, torch.Tensor)]
+        for k, i in enumerate(tensors):
+            t = leaves[i].detach()
+            leaves[i] = t.clone() if device == "cpu" or k in on_host else t.to(device)
+        self.input, self.args, self.kwargs = tree_unflatten(leaves, spec)
         if "device" in self.kwargs:  # factory functions: make them on this side's device
             self.kwargs["device"] = device
+        # A device argument names the device the samples were made for (`to(device, dtype)`): on
+        # CUDA the OpInfo passes cuda there, so this side passes its own.
+        self.args = tuple(device if isinstance(a, (str, torch.device)) and str(a) == "cpu" else a
+                          for a in self.args)  # (noncontiguous_like below keeps each tensor's device)
         if variant == "noncontiguous":
             self.input, self.args, self.kwargs = _tree_map(noncontiguous_like, (self.input, self.args, self.kwargs))
         if variant == "out":
@@ -171,7 +195,7 @@ def call_variant(op, variant, x, seed):
         if not x.leaves or not outs:
             raise NotApplicable("no floating input or no differentiable output")
         gen = torch.Generator().manual_seed(seed)  # same weights on both sides, made on CPU
-        weights = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(x.device) for t in outs]
+        weights = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outs]
         return torch.autograd.grad(outs, x.leaves, weights, allow_unused=True)
     raise ValueError(f"unknown variant {variant}")
 
@@ -217,7 +241,7 @@ def reason_of(exc):
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def run_case(op, variant, sample, dtype, ref, seed):
+def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset()):
     """One case: CPU oracle, then tpu. Returns (status, reason, fallback op names, cpu result),
     or None when the variant does not apply."""
     import torch_pjrt
@@ -230,7 +254,7 @@ def run_case(op, variant, sample, dtype, ref, seed):
         return "cpu-invalid", reason_of(e), [], None
     fallbacks = []
     try:
-        x = Inputs(sample, "tpu", variant, ref)
+        x = Inputs(sample, "tpu", variant, ref, on_host)
         torch.manual_seed(seed)
         torch_pjrt.reset_stats()
         actual = to_host(call_variant(op, variant, x, seed))
@@ -280,6 +304,7 @@ def worker():
                 emit(record=dict(op=name, variant="*", dtype=dtype_name, sample=-1,
                                  status="cpu-invalid", reason="sample_inputs: " + reason_of(e), fallbacks=[]))
                 continue
+            on_host = host_tensors(op, dtype, len(samples))
             for index, sample in enumerate(samples):
                 ref = None
                 for variant in VARIANTS:
@@ -289,7 +314,8 @@ def worker():
                     if variant != "function" and ref is None:
                         break  # the plain call is invalid on CPU (or crashed): nothing else to try
                     emit(start=cid)
-                    outcome = run_case(op, variant, sample, dtype, ref, zlib.crc32(cid.encode()))
+                    outcome = run_case(op, variant, sample, dtype, ref, zlib.crc32(cid.encode()),
+                                       on_host[index])
                     if outcome is None:
                         continue
                     status, reason, fallbacks, expected = outcome

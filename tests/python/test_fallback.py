@@ -155,3 +155,30 @@ def test_fallback_of_printing_a_tpu_tensor_works(quiet_fallbacks):
     t = torch.tensor([1.5, -2.0, 3.25], device=DEVICE)
     s = repr(t)
     assert "1.5000" in s and "-2.0000" in s and "3.2500" in s and "tpu" in s
+
+
+def test_mode_out_falls_back(fresh_stats, quiet_fallbacks):
+    # mode.values is a composite that refuses non-CPU/CUDA devices itself: it must reach the CPU
+    c = make((3, 6), torch.int64, low=0, high=3)
+    v = torch.empty(3, dtype=torch.int64, device=DEVICE)
+    i = torch.empty(3, dtype=torch.int64, device=DEVICE)
+    torch.mode(c.to(DEVICE), 1, out=(v, i))
+    ref = torch.mode(c, 1)
+    assert_same(v, ref.values)
+    assert_same(i, ref.indices)
+    assert "mode.values" in fallbacks(), fallbacks()
+
+
+def test_complex_conversion_on_device_is_a_counted_fallback(fresh_stats, quiet_fallbacks):
+    c = make((3, 4), torch.float32)
+    z = c.to(DEVICE).to(torch.cfloat)
+    assert torch.equal(z.cpu(), c.to(torch.cfloat))
+    assert "copy_" in fallbacks(), fallbacks()
+    with torch_pjrt.strict():
+        with pytest.raises(RuntimeError, match="copy_"):
+            c.to(DEVICE).to(torch.cfloat)
+
+
+def test_sparse_tpu_tensors_raise_a_clear_error(quiet_fallbacks):
+    with pytest.raises(NotImplementedError, match="sparse layouts are not supported on the tpu device"):
+        make((3, 4), torch.float32).to(DEVICE).to_sparse()
