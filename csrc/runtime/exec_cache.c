@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,13 +34,15 @@ struct tp_exec_cache {
   entry_t *head, *tail;
   char *dir;          /* NULL when disabled */
   char *identity;     /* plugin path, size, mtime and API version */
-  pthread_mutex_t disk_lock; /* guards the two fields below and eviction scans */
+  pthread_mutex_t disk_lock; /* orders this process's threads around the byte counter */
   int64_t disk_max;   /* bytes; 0 = unbounded */
-  int64_t disk_bytes; /* entry bytes at the last scan plus those stored since; -1: not scanned */
 };
 
 static const char kDiskMaxEnv[] = "TORCH_PJRT_CACHE_DISK_MAX_BYTES";
 #define TP_DISK_MAX_DEFAULT ((int64_t)1 << 30)
+/* The directory's total entry bytes, shared by every process using it (a decimal number,
+ * updated under flock at each store, recounted by each scan). */
+static const char kCounterName[] = "entry-bytes";
 /* A temporary file this old was left by a writer that died before renaming it. */
 #define TP_STALE_TMP_SECONDS 3600
 
@@ -133,7 +136,6 @@ tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, siz
   c->buckets = calloc(c->n_buckets, sizeof(entry_t *));
   c->capacity = capacity ? capacity : 1;
   pthread_mutex_init(&c->disk_lock, NULL);
-  c->disk_bytes = -1;
   c->disk_max = TP_DISK_MAX_DEFAULT;
   char *warning = NULL;
   if (disk_dir && *disk_dir) c->dir = check_dir(disk_dir, &warning);
@@ -292,12 +294,12 @@ static int older_first(const void *pa, const void *pb) {
 
 /* Counts the directory's entries and, when they exceed the bound, removes the least recently
  * used until 90% of it remains (the slack keeps scans rare); also removes the temporary files
- * of writers that died. Another process evicting at the same time is harmless: an entry gone
- * already counts as removed, and a reader holding an unlinked file still reads it whole.
- * Caller holds disk_lock. */
-static void disk_scan_locked(tp_exec_cache_t *c) {
+ * of writers that died. Scans are serialized by the counter's flock; a reader holding an
+ * unlinked file still reads it whole, and an entry already gone counts as removed. Returns the
+ * bytes left, or -1 when the directory cannot be read. */
+static int64_t disk_scan(tp_exec_cache_t *c) {
   DIR *d = opendir(c->dir);
-  if (!d) return;
+  if (!d) return -1;
   int dfd = dirfd(d);
   disk_file_t *files = NULL;
   size_t n = 0, cap = 0;
@@ -338,17 +340,38 @@ static void disk_scan_locked(tp_exec_cache_t *c) {
   }
   closedir(d);
   free(files);
-  c->disk_bytes = total;
+  return total;
 }
 
-/* Accounts for |bytes| just stored; scans (and evicts) on the first store and whenever the
- * count passes the bound. */
-static void disk_account(tp_exec_cache_t *c, int64_t bytes) {
+/* Adds |bytes| to the shared counter and enforces the bound: O(1) per store, so a big cache is
+ * not rescanned by every process that compiles something. A missing or malformed counter, a
+ * count past the bound, or |rescan| recount the directory (evicting if needed) and rewrite it;
+ * without a usable counter file every store recounts: slower, still bounded. */
+static void disk_account(tp_exec_cache_t *c, int64_t bytes, bool rescan) {
   pthread_mutex_lock(&c->disk_lock);
-  if (c->disk_max > 0) {
-    if (c->disk_bytes < 0) disk_scan_locked(c);
-    else c->disk_bytes += bytes;
-    if (c->disk_bytes > c->disk_max) disk_scan_locked(c);
+  if (!c->dir || c->disk_max <= 0) {
+    pthread_mutex_unlock(&c->disk_lock);
+    return;
+  }
+  char path[1200];
+  snprintf(path, sizeof(path), "%s/%s", c->dir, kCounterName);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd >= 0) flock(fd, LOCK_EX); /* released by close */
+  int64_t total = -1;
+  char buf[32];
+  ssize_t n = fd >= 0 && !rescan ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+  if (n > 0) {
+    buf[n] = 0;
+    char *end = NULL;
+    long long v = strtoll(buf, &end, 10);
+    if (end != buf && (*end == '\n' || *end == 0) && v >= 0) total = (int64_t)v + bytes;
+  }
+  if (total < 0 || total > c->disk_max) total = disk_scan(c);
+  if (fd >= 0) {
+    int len = snprintf(buf, sizeof(buf), "%lld\n", (long long)total);
+    if (total < 0 || pwrite(fd, buf, (size_t)len, 0) != len || ftruncate(fd, len) != 0)
+      (void)!ftruncate(fd, 0); /* unusable: the next store recounts */
+    close(fd);
   }
   pthread_mutex_unlock(&c->disk_lock);
 }
@@ -356,9 +379,8 @@ static void disk_account(tp_exec_cache_t *c, int64_t bytes) {
 void tp_exec_cache_set_disk_limit(tp_exec_cache_t *c, int64_t max_bytes) {
   pthread_mutex_lock(&c->disk_lock);
   c->disk_max = max_bytes > 0 ? max_bytes : 0;
-  c->disk_bytes = -1;
-  if (c->dir && c->disk_max > 0) disk_scan_locked(c);
   pthread_mutex_unlock(&c->disk_lock);
+  disk_account(c, 0, true);
 }
 
 int64_t tp_exec_cache_disk_limit(const tp_exec_cache_t *c) { return c->disk_max; }
@@ -423,7 +445,7 @@ static void disk_store(tp_exec_cache_t *c, const void *key, size_t key_size,
   if (f) fclose(f); else close(fd);
   if (ok && rename(tmp, path) == 0) {
     free(bytes);
-    disk_account(c, (int64_t)(sizeof(kMagic) + sizeof(hdr) + id_size + key_size + size));
+    disk_account(c, (int64_t)(sizeof(kMagic) + sizeof(hdr) + id_size + key_size + size), false);
     return;
   }
   unlink(tmp);

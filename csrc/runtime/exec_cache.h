@@ -43,9 +43,10 @@ void tp_exec_cache_insert(tp_exec_cache_t *cache, const void *key, size_t key_si
                           tp_executable_t *exe);
 size_t tp_exec_cache_size(const tp_exec_cache_t *cache);
 void tp_exec_cache_set_capacity(tp_exec_cache_t *cache, size_t capacity);
-/* Bounds the disk cache to |max_bytes| (0 = unbounded). When a store takes the directory past
- * the bound, the oldest entries are removed until it holds at most 90% of it (entries written
- * by other processes since the last scan count from the next scan on). */
+/* Bounds the disk cache to |max_bytes| (0 = unbounded), enforcing it at once. When a store
+ * takes the directory past the bound, the oldest entries are removed until it holds at most 90%
+ * of it. The byte count is shared by every process using the directory (a counter file updated
+ * under flock), so each store costs O(1) and the bound holds for all of them together. */
 void tp_exec_cache_set_disk_limit(tp_exec_cache_t *cache, int64_t max_bytes);
 int64_t tp_exec_cache_disk_limit(const tp_exec_cache_t *cache);
 void tp_exec_cache_clear(tp_exec_cache_t *cache);

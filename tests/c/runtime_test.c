@@ -226,6 +226,27 @@ static void test_disk_bound(tp_client_t *c) {
   tp_executable_release(hit);
   tp_exec_cache_set_disk_limit(cache, 0);
   CHECK(tp_exec_cache_disk_limit(cache) == 0);
+
+  /* Two caches on one directory (two processes) share the byte count: together they stay
+   * within the bound, and the counter agrees with the directory after a recount. */
+  tp_exec_cache_t *other = NULL;
+  CHECK_OK(tp_exec_cache_create(c, dir, 4, "bound", &other, &warn));
+  tp_exec_cache_set_disk_limit(cache, one * 4 + one / 2);
+  tp_exec_cache_set_disk_limit(other, one * 4 + one / 2);
+  for (int i = 20; i < 40; i++) {
+    snprintf(key, sizeof(key), "key-%d", i);
+    tp_exec_cache_insert(i % 2 ? cache : other, key, strlen(key), (uint64_t)i, exe);
+    CHECK(dir_bytes(dir, &n) <= one * 4 + one / 2);
+  }
+  long long now = dir_bytes(dir, &n);
+  char counter_path[300];
+  snprintf(counter_path, sizeof(counter_path), "%s/entry-bytes", dir);
+  FILE *cf = fopen(counter_path, "r");
+  long long counted = -1;
+  CHECK(cf && fscanf(cf, "%lld", &counted) == 1);
+  if (cf) fclose(cf);
+  CHECK(counted == now);
+  tp_exec_cache_free(other);
   tp_exec_cache_free(cache);
 
   /* The environment variable, and a malformed value warns and keeps the default. */
