@@ -100,6 +100,7 @@ TP_DECLARE_OP(tp_infer_batch_norm, tp_emit_batch_norm)
 TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
+TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce) /* 0 scatter_reduce, 1 index_reduce, 2 index_fill */
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)

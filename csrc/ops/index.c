@@ -524,3 +524,215 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       out[0] = x;
   }
 }
+
+/* ---- scatter_reduce.two, index_reduce and index_fill ----
+ * scatter_reduce.two(self, dim, index, src, reduce, *, include_self) and
+ * index_reduce(self, dim, index, source, reduce, *, include_self): |code| 0 and 1; index_fill is
+ * code 2. Each source
+ * element combines into the position its index names; without include_self, a position that
+ * receives anything starts from the reduction's identity instead of self. mean divides by the
+ * number of contributions (self counting as one), flooring for integer types, as CPU does. */
+
+typedef enum { TP_RED_SUM, TP_RED_PROD, TP_RED_MEAN, TP_RED_AMAX, TP_RED_AMIN } tp_index_red_t;
+
+static int parse_index_reduction(const char *s) {
+  static const char *const names[] = {"sum", "prod", "mean", "amax", "amin"};
+  for (int i = 0; i < 5; i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  return -1;
+}
+
+/* index_fill(self, dim, index, value): code 2 of the same row family. */
+static tp_status_t *infer_index_fill(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                     tp_meta_t *out, int *n_out) {
+  if (n_args < 4 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
+      args[2].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "index_fill: expected (self, dim, index, value)");
+  const tp_meta_t *self = &args[0].meta, *index = &args[2].meta;
+  int dim = tp_norm_dim(args[1].i, self->ndim);
+  if (dim < 0) return bad_dim(op, args[1].i, self->ndim);
+  if (index->dtype != TP_DTYPE_I64)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "index_fill_(): Expected dtype int64 for index.");
+  if (index->ndim > 1)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "index_fill_(): Index is supposed to be a vector");
+  if (args[3].kind == TP_ARG_TENSOR && args[3].meta.ndim != 0)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "index_fill_ only supports a 0-dimensional value tensor, but got tensor "
+                          "with %d dimension(s).", args[3].meta.ndim);
+  if (args[3].kind == TP_ARG_SCALAR) args[3].scalar_dtype = self->dtype;
+  out[0] = *self;
+  *n_out = 1;
+  return NULL;
+}
+
+static tp_hlo_value_t emit_index_fill(tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                                      const tp_hlo_value_t *in, const tp_meta_t *om) {
+  tp_meta_t self = args[0].meta, pos;
+  if (self.ndim == 0) { /* a 0-dim self has one row along dim 0 */
+    self.ndim = 1;
+    self.sizes[0] = 1;
+  }
+  int dim = tp_norm_dim(args[1].i, self.ndim);
+  int64_t n = tp_meta_numel(&args[2].meta);
+  if (n == 0 || tp_meta_numel(&self) == 0) return in[0];
+  pos = self;
+  pos.sizes[dim] = n;
+  tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[2]), 1, &n);
+  int64_t bd = dim;
+  tp_hlo_value_t along = tp_hlo_broadcast_in_dim(b, iv, pos.ndim, pos.sizes, &bd);
+  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, along, tp_emit_full_like(b, 0, &along));
+  along = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, along,
+                                              tp_emit_full_like(b, (double)self.sizes[dim], &along)),
+                        along);
+  tp_hlo_value_t upd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], om->dtype), pos.ndim, pos.sizes);
+  tp_hlo_value_t r = tp_hlo_scatter_1d(b, flat(b, in[0]), linear_index(b, &self, &pos, dim, along), upd);
+  return tp_hlo_reshape(b, r, om->ndim, om->sizes);
+}
+
+tp_status_t *tp_infer_index_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                   tp_meta_t *out, int *n_out) {
+  if (op->code == 2) return infer_index_fill(op, args, n_args, out, n_out);
+  bool scatter = op->code == 0;
+  if (n_args < 5 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
+      args[2].kind != TP_ARG_TENSOR || args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_STR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, src, reduce)", op->name);
+  const tp_meta_t *self = &args[0].meta, *index = &args[2].meta, *src = &args[3].meta;
+  int nd = self->ndim;
+  int red = parse_index_reduction(args[4].s);
+  if (red < 0 || (!scatter && red == TP_RED_SUM))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          scatter ? "reduce argument must be either sum, prod, mean, amax or amin, got %s"
+                                  : "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s.",
+                          args[4].s);
+  int dim = tp_norm_dim(args[1].i, nd);
+  if (dim < 0) return bad_dim(op, args[1].i, nd);
+  if (index->dtype != TP_DTYPE_I64 && !(index->dtype == TP_DTYPE_I32 && !scatter))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
+  if (self->dtype != src->dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "%s(): self (%s) and %s (%s) must have the same scalar type", op->name,
+                          tp_dtype_name(self->dtype), scatter ? "src" : "source",
+                          tp_dtype_name(src->dtype));
+  if (self->dtype == TP_DTYPE_BOOL && red == TP_RED_MEAN)
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: mean of bool", op->name);
+  if (scatter) {
+    if (index->ndim != nd || src->ndim != nd)
+      return tp_make_status(nd == 0 ? TP_UNIMPLEMENTED : TP_INVALID_ARGUMENT,
+                            "Index tensor must have the same number of dimensions as self tensor");
+    for (int d = 0; d < nd; d++)
+      if (index->sizes[d] > src->sizes[d] || (d != dim && index->sizes[d] > self->sizes[d]))
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "Expected index %s to be smaller than self %s apart from dimension %d "
+                              "and to be smaller size than src", "shape", "shape", dim);
+  } else {
+    if (index->ndim > 1)
+      return tp_make_status(TP_INVALID_ARGUMENT, "index_reduce_(): Index is supposed to be a vector");
+    if (src->ndim != nd)
+      return tp_make_status(TP_UNIMPLEMENTED, "index_reduce: source rank differs from self");
+    int64_t n = index->ndim ? index->sizes[0] : 1;
+    if ((nd ? src->sizes[dim] : 1) != n)
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "index_reduce_(): Number of indices (%lld) should be equal to "
+                            "source.size(dim) (%lld)", (long long)n, (long long)src->sizes[dim]);
+    for (int d = 0; d < nd; d++)
+      if (d != dim && src->sizes[d] != self->sizes[d])
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "index_reduce_(): self and source must have the same size at "
+                              "dimension %d", d);
+  }
+  out[0] = *self;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                          int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                          tp_hlo_value_t *out) {
+  if (op->code == 2) {
+    out[0] = emit_index_fill(b, args, in, &out_meta[0]);
+    return;
+  }
+  bool scatter = op->code == 0;
+  const tp_meta_t *om = &out_meta[0];
+  tp_meta_t self1 = args[0].meta; /* index_reduce of a 0-dim self works on shape [1] */
+  const tp_meta_t *self = &self1;
+  tp_dtype_t dt = om->dtype;
+  int red = parse_index_reduction(args[4].s);
+  bool include_self = !(n_args > 5 && args[5].kind == TP_ARG_INT && !args[5].i);
+  /* The positions written: index's shape (scatter) or source's (index_reduce). */
+  tp_meta_t pos = scatter ? args[2].meta : args[3].meta;
+  pos.dtype = dt;
+  tp_hlo_value_t src = in[3];
+  if (!scatter && self1.ndim == 0) {
+    self1.ndim = pos.ndim = 1;
+    self1.sizes[0] = pos.sizes[0] = 1;
+    src = tp_hlo_reshape(b, src, 1, pos.sizes);
+  }
+  int nd = self->ndim, dim = tp_norm_dim(args[1].i, nd);
+  tp_hlo_value_t along, upd;
+  if (scatter) {
+    along = index_values(b, in[2]);
+    int64_t start[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS];
+    for (int i = 0; i < pos.ndim; i++) step[i] = 1;
+    upd = tp_hlo_slice(b, src, start, pos.sizes, step);
+  } else {
+    int64_t bd = dim, one = 1;
+    tp_hlo_value_t iv = index_values(b, in[2]);
+    if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
+    along = tp_hlo_broadcast_in_dim(b, iv, pos.ndim, pos.sizes, &bd);
+    /* Negative indices count from the end, as index_add's do. */
+    tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, along, tp_emit_full_like(b, 0, &along));
+    along = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, along,
+                                                tp_emit_full_like(b, (double)self->sizes[dim], &along)),
+                          along);
+    upd = src;
+  }
+  tp_hlo_value_t idx = nd ? linear_index(b, self, &pos, dim, along) : tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
+  tp_hlo_value_t x = flat(b, in[0]);
+  bool bl = dt == TP_DTYPE_BOOL;
+  tp_hlo_binary_t hop;
+  double ident;
+  switch (red) {
+    case TP_RED_PROD: hop = bl ? TP_HLO_AND : TP_HLO_MUL; ident = 1; break;
+    case TP_RED_AMAX: hop = bl ? TP_HLO_OR : TP_HLO_MAX; ident = bl ? 0 : -INFINITY; break;
+    case TP_RED_AMIN: hop = bl ? TP_HLO_AND : TP_HLO_MIN; ident = bl ? 1 : INFINITY; break;
+    default: hop = bl ? TP_HLO_OR : TP_HLO_ADD; ident = 0; break;
+  }
+  if (!include_self) {
+    tp_hlo_value_t none = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), x.ndim, x.dims);
+    tp_hlo_value_t hit = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 1), upd.ndim, upd.dims);
+    tp_hlo_value_t touched = tp_hlo_scatter_1d_op(b, none, idx, hit, TP_HLO_OR);
+    tp_hlo_value_t id;
+    if (tp_dtype_is_float(dt) || bl || (red != TP_RED_AMAX && red != TP_RED_AMIN)) {
+      id = tp_hlo_convert(b, tp_hlo_constant(b, TP_DTYPE_F64, ident), dt);
+    } else { /* integer extremes */
+      int bits = dt == TP_DTYPE_I8 || dt == TP_DTYPE_U8 ? 8 : dt == TP_DTYPE_I16 ? 16 : dt == TP_DTYPE_I32 ? 32 : 64;
+      bool uns = dt == TP_DTYPE_U8;
+      int64_t hi = bits == 64 ? INT64_MAX : uns ? (1 << bits) - 1 : (int64_t)((1ull << (bits - 1)) - 1);
+      int64_t lo = uns ? 0 : bits == 64 ? INT64_MIN : -hi - 1;
+      id = tp_hlo_constant_i(b, dt, red == TP_RED_AMAX ? lo : hi);
+    }
+    x = tp_hlo_select(b, touched, tp_hlo_broadcast_to(b, id, x.ndim, x.dims), x);
+  }
+  tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, x, idx, upd, hop);
+  if (red == TP_RED_MEAN) {
+    tp_hlo_value_t c0 = tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, include_self ? 1 : 0), x.ndim, x.dims);
+    tp_hlo_value_t ones = tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, 1), upd.ndim, upd.dims);
+    tp_hlo_value_t cnt = tp_hlo_scatter_1d_op(b, c0, idx, ones, TP_HLO_ADD);
+    tp_hlo_value_t zero = tp_emit_full_like(b, 0, &cnt);
+    cnt = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, cnt, zero), tp_emit_full_like(b, 1, &cnt), cnt);
+    if (tp_dtype_is_float(dt)) {
+      tp_dtype_t md = tp_math_dtype(dt);
+      r = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_convert(b, r, md), tp_hlo_convert(b, cnt, md)), dt);
+    } else { /* floor division by a positive count */
+      tp_hlo_value_t q = tp_hlo_binary(b, TP_HLO_DIV, r, cnt);
+      tp_hlo_value_t fix = tp_hlo_binary(
+          b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, tp_hlo_binary(b, TP_HLO_REM, r, cnt), zero),
+          tp_hlo_compare(b, TP_CMP_LT, r, zero));
+      r = tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_emit_full_like(b, 1, &q)), q);
+    }
+  }
+  out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+}
