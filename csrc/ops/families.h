@@ -36,7 +36,8 @@ typedef enum {
 typedef enum {
   TP_R_SUM, TP_R_MEAN, TP_R_PROD, TP_R_AMAX, TP_R_AMIN, TP_R_MAX, TP_R_MIN, TP_R_ARGMAX,
   TP_R_ARGMIN, TP_R_ANY, TP_R_ALL, TP_R_VAR, TP_R_STD, TP_R_LOGSUMEXP, TP_R_NORM, TP_R_CUMSUM,
-  TP_R_CUMPROD,
+  TP_R_CUMPROD, TP_R_VAR_MEAN, TP_R_STD_MEAN, TP_R_AMINMAX, TP_R_NANSUM, TP_R_COUNT_NONZERO,
+  TP_R_TRACE, TP_R_CUMMAX, TP_R_CUMMIN,
 } tp_reduce_t;
 
 /* Activation family codes (nn.c); backward forms come after TP_A_BACKWARD. */

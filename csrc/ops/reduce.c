@@ -50,6 +50,8 @@ static tp_dtype_t dtype_at(const tp_op_arg_t *args, int n_args, int i) {
   return i < n_args && args[i].kind == TP_ARG_INT ? (tp_dtype_t)args[i].i : TP_DTYPE_INVALID;
 }
 
+static bool code_is_cumext(int code) { return code == TP_R_CUMMAX || code == TP_R_CUMMIN; }
+
 static tp_status_t *parse_reduction(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
                                     reduction_t *r) {
   memset(r, 0, sizeof(*r));
@@ -69,7 +71,7 @@ static tp_status_t *parse_reduction(const tp_op_def_t *op, const tp_op_arg_t *ar
     case TP_R_MAX: case TP_R_MIN: case TP_R_ANY: case TP_R_ALL:
       r->keepdim = flag_at(args, n_args, 2);
       return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
-    case TP_R_VAR: case TP_R_STD:
+    case TP_R_VAR: case TP_R_STD: case TP_R_VAR_MEAN: case TP_R_STD_MEAN:
       r->correction_arg = 2;
       r->keepdim = flag_at(args, n_args, 3);
       return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
@@ -78,9 +80,24 @@ static tp_status_t *parse_reduction(const tp_op_def_t *op, const tp_op_arg_t *ar
       r->keepdim = flag_at(args, n_args, 3);
       r->dtype = dtype_at(args, n_args, 4);
       return mark_dims(arg_at(args, n_args, 2), nd, r->mask);
-    case TP_R_CUMSUM: case TP_R_CUMPROD: {
-      r->dtype = dtype_at(args, n_args, 2);
-      TP_RETURN_IF_ERROR(mark_dims(&args[1], nd, r->mask));
+    case TP_R_AMINMAX:
+      r->keepdim = flag_at(args, n_args, 2);
+      return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
+    case TP_R_NANSUM:
+      r->keepdim = flag_at(args, n_args, 2);
+      r->dtype = dtype_at(args, n_args, 3);
+      return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
+    case TP_R_COUNT_NONZERO:
+      return mark_dims(arg_at(args, n_args, 1), nd, r->mask);
+    case TP_R_TRACE:
+      return mark_dims(NULL, nd, r->mask);
+    case TP_R_CUMSUM: case TP_R_CUMPROD: case TP_R_CUMMAX: case TP_R_CUMMIN: {
+      /* cumsum(self, dim, dtype); _cummax_helper(self, values, indices, dim) */
+      bool helper = code_is_cumext(op->code);
+      r->dtype = helper ? TP_DTYPE_INVALID : dtype_at(args, n_args, 2);
+      if (helper && (n_args < 4 || args[3].kind != TP_ARG_INT))
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, values, indices, dim)", op->name);
+      TP_RETURN_IF_ERROR(mark_dims(&args[helper ? 3 : 1], nd, r->mask));
       for (int i = 0; i < nd; i++)
         if (r->mask[i]) r->dim = i;
       return NULL;
@@ -89,7 +106,14 @@ static tp_status_t *parse_reduction(const tp_op_def_t *op, const tp_op_arg_t *ar
   return NULL;
 }
 
-static bool cumulative(int code) { return code == TP_R_CUMSUM || code == TP_R_CUMPROD; }
+static bool cumulative(int code) {
+  return code == TP_R_CUMSUM || code == TP_R_CUMPROD || code_is_cumext(code);
+}
+/* Ops with a second output of the first one's shape: (var, mean), (min, max), cummax's. */
+static bool two_outputs(int code) {
+  return code == TP_R_VAR_MEAN || code == TP_R_STD_MEAN || code == TP_R_AMINMAX ||
+         code_is_cumext(code);
+}
 static bool with_indices(const tp_op_def_t *op, int n_args) {
   return (op->code == TP_R_MAX || op->code == TP_R_MIN) && n_args > 1;
 }
@@ -103,7 +127,32 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   const tp_meta_t *m = &args[0].meta;
   tp_dtype_t in = m->dtype, dt = in;
   switch ((tp_reduce_t)op->code) {
-    case TP_R_SUM: case TP_R_PROD: case TP_R_CUMSUM: case TP_R_CUMPROD:
+    case TP_R_TRACE:
+      if (m->ndim != 2)
+        return tp_make_status(TP_INVALID_ARGUMENT, "trace: expected a matrix, but got tensor with dim %d",
+                              m->ndim);
+      if (in == TP_DTYPE_BOOL) return tp_make_status(TP_UNIMPLEMENTED, "trace of bool"); /* CPU raises */
+      dt = tp_dtype_is_float(in) ? in : TP_DTYPE_I64;
+      break;
+    case TP_R_COUNT_NONZERO: dt = TP_DTYPE_I64; break;
+    case TP_R_VAR_MEAN: case TP_R_STD_MEAN:
+      if (!tp_dtype_is_float(in))
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s only support floating point and complex dtypes",
+                              op->code == TP_R_VAR_MEAN ? "var_mean" : "std_mean");
+      break;
+    case TP_R_AMINMAX:
+      for (int i = 0; i < m->ndim; i++)
+        if (r.mask[i] && m->sizes[i] == 0) /* CPU's error names the empty dimension */
+          return tp_make_status(TP_UNIMPLEMENTED, "aminmax over an empty dimension");
+      if (m->ndim == 0 && tp_meta_numel(m) == 0)
+        return tp_make_status(TP_UNIMPLEMENTED, "aminmax of an empty tensor");
+      break;
+    case TP_R_CUMMAX: case TP_R_CUMMIN:
+      if (args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR ||
+          args[1].meta.dtype != in || args[2].meta.dtype != TP_DTYPE_I64)
+        return tp_make_status(TP_UNIMPLEMENTED, "%s: unexpected output tensors", op->name);
+      break;
+    case TP_R_SUM: case TP_R_PROD: case TP_R_CUMSUM: case TP_R_CUMPROD: case TP_R_NANSUM:
       dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : tp_dtype_is_float(in) ? in : TP_DTYPE_I64;
       break;
     case TP_R_MEAN:
@@ -159,6 +208,15 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
     out[1] = out[0];
     out[1].dtype = TP_DTYPE_I64;
     *n_out = 2;
+  }
+  if (two_outputs(op->code)) {
+    out[1] = out[0];
+    *n_out = 2;
+    if (code_is_cumext(op->code)) { /* written into the values and indices arguments */
+      out[0].writes_arg = 2;
+      out[1].writes_arg = 3;
+      out[1].dtype = TP_DTYPE_I64;
+    }
   }
   return NULL;
 }
@@ -287,7 +345,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       v = reduce_dims(b, tp_hlo_convert(b, x, TP_DTYPE_BOOL),
                       op->code == TP_R_ANY ? TP_HLO_OR : TP_HLO_AND, op->code == TP_R_ALL, r.mask);
       break;
-    case TP_R_VAR: case TP_R_STD: {
+    case TP_R_VAR: case TP_R_STD: case TP_R_VAR_MEAN: case TP_R_STD_MEAN: {
       tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
       int64_t n = reduced_count(&xs, r.mask);
       tp_hlo_value_t mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
@@ -300,7 +358,65 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_hlo_value_t denom = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_constant(b, acc, (double)n), corr);
       denom = tp_hlo_binary(b, TP_HLO_MAX, denom, tp_hlo_constant(b, acc, 0));
       v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_hlo_broadcast_to(b, denom, v.ndim, v.dims));
-      if (op->code == TP_R_STD) v = tp_hlo_unary(b, TP_HLO_SQRT, v);
+      if (op->code == TP_R_STD || op->code == TP_R_STD_MEAN) v = tp_hlo_unary(b, TP_HLO_SQRT, v);
+      if (op->code == TP_R_VAR_MEAN || op->code == TP_R_STD_MEAN)
+        out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, mean, out_meta[1].ndim, out_meta[1].sizes), od);
+      break;
+    }
+    case TP_R_AMINMAX:
+      v = extreme(b, x, false, r.mask);
+      out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, extreme(b, x, true, r.mask), out_meta[1].ndim,
+                                                out_meta[1].sizes), od);
+      break;
+    case TP_R_NANSUM: {
+      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
+      if (tp_dtype_is_float(xs.dtype))
+        xs = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, xs, xs), tp_emit_full_like(b, 0, &xs), xs);
+      v = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
+      break;
+    }
+    case TP_R_COUNT_NONZERO: {
+      tp_hlo_value_t nz = tp_hlo_compare(b, TP_CMP_NE, x, tp_emit_full_like(b, 0, &x));
+      v = reduce_dims(b, tp_hlo_convert(b, nz, TP_DTYPE_I64), TP_HLO_ADD, 0, r.mask);
+      break;
+    }
+    case TP_R_TRACE: {
+      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+      tp_hlo_value_t diag = tp_hlo_compare(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 0),
+                                           tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 1));
+      v = reduce_dims(b, tp_hlo_select(b, diag, xs, tp_emit_full_like(b, 0, &xs)), TP_HLO_ADD, 0, r.mask);
+      break;
+    }
+    case TP_R_CUMMAX: case TP_R_CUMMIN: {
+      /* Running extreme by reduce_window; its index is the last position j so far where x_j
+       * reached the running extreme (or is NaN, which then stays), itself a running max. */
+      bool is_max = op->code == TP_R_CUMMAX;
+      if (x.ndim == 0 || x.dims[r.dim] == 0) {
+        v = x;
+        out[1] = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), x.ndim, x.dims);
+        break;
+      }
+      int64_t win[TP_MAX_DIMS], lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+      for (int i = 0; i < x.ndim; i++) win[i] = 1;
+      int64_t n = x.dims[r.dim];
+      win[r.dim] = n;
+      lo[r.dim] = n - 1;
+      bool bl = x.dtype == TP_DTYPE_BOOL;
+      tp_hlo_binary_t hop = bl ? (is_max ? TP_HLO_OR : TP_HLO_AND) : (is_max ? TP_HLO_MAX : TP_HLO_MIN);
+      v = tp_hlo_reduce_window(b, x, limit(b, x.dtype, is_max), hop, win, lo, hi);
+      if (tp_dtype_is_float(x.dtype)) { /* reduce_window's max drops NaN; CPU's keeps it */
+        tp_hlo_value_t seen = tp_hlo_reduce_window(b, tp_hlo_compare(b, TP_CMP_NE, x, x),
+                                                   tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR,
+                                                   win, lo, hi);
+        v = tp_hlo_select(b, seen, nan_like(b, &v), v);
+      }
+      tp_hlo_value_t at = tp_hlo_compare(b, is_max ? TP_CMP_GE : TP_CMP_LE, x, v);
+      if (tp_dtype_is_float(x.dtype))
+        at = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x),
+                           tp_hlo_binary(b, TP_HLO_AND, at, tp_hlo_compare(b, TP_CMP_EQ, v, v)));
+      tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, r.dim);
+      tp_hlo_value_t j = tp_hlo_select(b, at, io, tp_emit_full_like(b, -1, &io));
+      out[1] = tp_hlo_reduce_window(b, j, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), TP_HLO_MAX, win, lo, hi);
       break;
     }
     case TP_R_LOGSUMEXP: {
