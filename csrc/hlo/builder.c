@@ -192,8 +192,13 @@ tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int 
 /* A float literal MLIR parses exactly: decimal for finite values, the bit pattern otherwise. */
 static void float_literal(char *buf, size_t n, tp_dtype_t dtype, double value) {
   if (isfinite(value)) {
-    snprintf(buf, n, "%.17g", value);
-    if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", n - strlen(buf) - 1);
+    /* MLIR wants a digit after a point before any exponent: 1e-08 must read 1.0e-08. */
+    char digits[40];
+    snprintf(digits, sizeof(digits), "%.17g", value);
+    char *e = strpbrk(digits, "eE");
+    if (strchr(digits, '.') || strpbrk(digits, "n")) snprintf(buf, n, "%s", digits);
+    else if (e) snprintf(buf, n, "%.*s.0%s", (int)(e - digits), digits, e);
+    else snprintf(buf, n, "%s.0", digits);
     return;
   }
   uint64_t bits;

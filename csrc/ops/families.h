@@ -59,7 +59,7 @@ typedef enum {
 typedef enum {
   TP_S_VIEW, TP_S_PERMUTE, TP_S_EXPAND, TP_S_SLICE, TP_S_SELECT, TP_S_UNSQUEEZE, TP_S_SQUEEZE,
   TP_S_TRANSPOSE, TP_S_ALIAS, TP_S_TO_COPY, TP_S_FULL, TP_S_EMPTY, TP_S_SCALAR_TENSOR,
-  TP_S_FULL_LIKE, TP_S_EMPTY_LIKE, TP_S_SPLIT,
+  TP_S_FULL_LIKE, TP_S_EMPTY_LIKE, TP_S_SPLIT, TP_S_SLICE_SCATTER, TP_S_SELECT_SCATTER, TP_S_EMBEDDING,
 } tp_shape_t;
 
 /* Pointwise ops with their own argument lists (pointwise.c). */
@@ -125,7 +125,7 @@ tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);
 tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like);
-
 /* PyTorch's polygamma(n, x) of a float |x| (elementwise.c). */
 tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x);
 #endif
+

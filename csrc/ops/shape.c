@@ -1,6 +1,7 @@
 /* Shape family: the view and factory ops a captured graph holds (view, permute, expand, slice,
  * select, squeeze/unsqueeze, transpose, alias/clone, _to_copy, full, empty, scalar_tensor,
- * full_like, split_with_sizes). In eager mode PyTorch's own view machinery and composite kernels serve these, so
+ * full_like, split_with_sizes, the scatters of slices and selects that are their backwards, and
+ * embedding). In eager mode PyTorch's own view machinery and composite kernels serve these, so
  * their rows carry TP_OPF_GRAPH: a whole-graph program computes them as values. */
 #include <string.h>
 
@@ -205,6 +206,53 @@ tp_status_t *tp_infer_shape(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       *n_out = args[1].n;
       return NULL;
     }
+    case TP_S_SLICE_SCATTER:
+    case TP_S_SELECT_SCATTER: {
+      /* (self, src, dim, start/index[, end, step]): self with that slice (select) replaced. */
+      TP_RETURN_IF_ERROR(need(op, args, n_args, 1, TP_ARG_TENSOR));
+      int d = tp_norm_dim(int_or(args, n_args, 2, 0), nd);
+      if (d < 0) return shape_error(op, "dimension out of range");
+      int64_t size = x->sizes[d], start = int_or(args, n_args, 3, 0);
+      if (start < 0) start += size;
+      int64_t len = 1;
+      if (op->code == TP_S_SLICE_SCATTER) {
+        int64_t end = int_or(args, n_args, 4, INT64_MAX), step = int_or(args, n_args, 5, 1);
+        if (step != 1) return tp_make_status(TP_UNIMPLEMENTED, "%s: step %lld", op->name, (long long)step);
+        if (end < 0) end += size;
+        start = start < 0 ? 0 : start > size ? size : start;
+        end = end < start ? start : end > size ? size : end;
+        len = end - start;
+      } else if (start < 0 || start >= size) {
+        return tp_make_status(TP_OUT_OF_RANGE, "%s: index out of range", op->name);
+      }
+      tp_meta_t want = *x;
+      if (op->code == TP_S_SLICE_SCATTER) {
+        want.sizes[d] = len;
+      } else {
+        memmove(&want.sizes[d], &want.sizes[d + 1], sizeof(int64_t) * (size_t)(nd - d - 1));
+        want.ndim = nd - 1;
+      }
+      const tp_meta_t *src = &args[1].meta;
+      if (src->ndim != want.ndim ||
+          memcmp(src->sizes, want.sizes, sizeof(int64_t) * (size_t)want.ndim) != 0)
+        return shape_error(op, "expected src to have the size of the slice");
+      args[2].kind = TP_ARG_INT, args[2].i = d;
+      args[3].kind = TP_ARG_INT, args[3].i = start;
+      return NULL;
+    }
+    case TP_S_EMBEDDING: {
+      /* embedding(weight, indices, ...): rows of weight, indices' shape + [dim]. */
+      TP_RETURN_IF_ERROR(need(op, args, n_args, 1, TP_ARG_TENSOR));
+      const tp_meta_t *ix = &args[1].meta;
+      if (nd != 2) return shape_error(op, "'weight' must be 2-D");
+      if (ix->dtype != TP_DTYPE_I64 && ix->dtype != TP_DTYPE_I32)
+        return shape_error(op, "expected indices of type Long or Int");
+      if (ix->ndim + 1 > TP_MAX_DIMS) return tp_make_status(TP_UNIMPLEMENTED, "too many dims");
+      *m = *ix;
+      m->dtype = x->dtype;
+      m->sizes[m->ndim++] = x->sizes[1];
+      return NULL;
+    }
     case TP_S_TO_COPY:
     case TP_S_FULL_LIKE:
     case TP_S_EMPTY_LIKE: {
@@ -273,6 +321,35 @@ void tp_emit_shape(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
     case TP_S_TO_COPY:
       out[0] = tp_hlo_convert(b, in[0], m->dtype);
       return;
+    case TP_S_SLICE_SCATTER:
+    case TP_S_SELECT_SCATTER: {
+      const tp_meta_t *x = &args[0].meta;
+      int d = (int)args[2].i;
+      int64_t start[TP_MAX_DIMS] = {0}, dims[TP_MAX_DIMS];
+      start[d] = args[3].i;
+      memcpy(dims, x->sizes, sizeof(dims));
+      dims[d] = op->code == TP_S_SELECT_SCATTER ? 1 : args[1].meta.sizes[d];
+      tp_hlo_value_t src = tp_hlo_convert(b, tp_hlo_reshape(b, in[1], x->ndim, dims), m->dtype);
+      out[0] = tp_hlo_update_slice(b, in[0], src, start);
+      return;
+    }
+    case TP_S_EMBEDDING: {
+      /* Linear indices row * dim + column over [n, dim], gathered from the flat weight. */
+      int64_t n = tp_meta_numel(&args[1].meta), dim = args[0].meta.sizes[1], nd2[2] = {n, dim};
+      int64_t rows = args[0].meta.sizes[0], all = rows * dim;
+      tp_hlo_value_t ix = tp_hlo_convert(b, tp_hlo_reshape(b, in[1], 1, &n), TP_DTYPE_I64);
+      /* Negative indices count from the end, as in index_select. */
+      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, ix, tp_emit_full_like(b, 0, &ix));
+      ix = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, ix, tp_emit_full_like(b, (double)rows, &ix)), ix);
+      int64_t bd = 0;
+      tp_hlo_value_t r = tp_hlo_broadcast_in_dim(b, ix, 2, nd2, &bd);
+      tp_hlo_value_t lin = tp_hlo_binary(
+          b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, r, tp_emit_full_like(b, (double)dim, &r)),
+          tp_hlo_iota(b, TP_DTYPE_I64, 2, nd2, 1));
+      tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, in[0], 1, &all), lin);
+      out[0] = tp_hlo_reshape(b, g, m->ndim, m->sizes);
+      return;
+    }
     case TP_S_SPLIT: {
       const tp_meta_t *x = &args[0].meta;
       int d = n_args > 2 ? (int)args[2].i : 0;

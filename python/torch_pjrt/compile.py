@@ -97,7 +97,10 @@ class _Partition:
 
         args = lower(node.args)
         kwargs = {k: lower(v) for k, v in node.kwargs.items()}
-        outs = self.graph.node(node.target, *args, **kwargs)
+        if node.target._schema.name.startswith("aten::_foreach_"):
+            outs = self._foreach(node.target, args, kwargs)
+        else:
+            outs = self.graph.node(node.target, *args, **kwargs)
         if isinstance(outs, str):
             raise _NotNative(outs)
         if len(outs) != len(vals) or any(v is not None and (o.dtype != v.dtype or o.shape != v.shape)
@@ -105,6 +108,43 @@ class _Partition:
             raise _NotNative("inferred outputs differ from the traced ones")
         self.values[node] = outs if isinstance(val, (list, tuple)) else outs[0]
         self.nodes.append(node)
+
+    def _foreach(self, target, args, kwargs):
+        """A _foreach_ op as one node per list element, of the element op's first overload
+        that takes the element arguments and has a lowering (add.Scalar for _foreach_add.Scalar,
+        pow.Scalar for _foreach_pow.ScalarAndTensor, ...)."""
+        lists = [a for a in args if isinstance(a, (list, tuple))
+                 and a and all(isinstance(t, torch.Tensor) for t in a)]
+        if not lists:
+            raise _NotNative("a foreach op without a tensor list")
+        n = len(lists[0])
+        packet = getattr(torch.ops.aten, target._schema.name[len("aten::_foreach_"):], None)
+        if packet is None:
+            raise _NotNative("no element op")
+        overloads = [o for o in packet.overloads() if "out" not in o]
+        pick = lambda a, i: a[i] if isinstance(a, (list, tuple)) and len(a) == n else a
+        names = [a.name for a in target._schema.arguments]
+        outs = []
+        for i in range(n):
+            eargs = [pick(a, i) for a in args]
+            ekw = {k: pick(v, i) for k, v in kwargs.items()}
+            # Positionally, else by the foreach schema's names (addcmul's value is keyword-only).
+            calls = [(eargs, ekw), ([], {**dict(zip(names, eargs)), **ekw})]
+            r = None
+            for o in overloads:
+                for ca, ck in calls:
+                    try:
+                        r = self.graph.node(getattr(packet, o), *ca, **ck)
+                    except RuntimeError:  # the element arguments don't fit this overload
+                        r = None
+                    if isinstance(r, list):
+                        break
+                if isinstance(r, list):
+                    break
+            if not isinstance(r, list):
+                raise _NotNative(f"element {i} has no lowering")
+            outs.append(r[0])
+        return outs
 
     def rebuilt(self):
         """A fresh partition holding the same nodes (drops inputs or nodes of a failed add)."""

@@ -1,30 +1,80 @@
-"""torch.compile(backend="tpu"): forward and backward graphs agree with eager and with CPU."""
+"""torch.compile(backend="tpu"): whole graphs lowered to one program each; forward and backward
+agree with eager tpu and with CPU; unsupported ops split the graph visibly; the disk cache serves
+a second process."""
+import copy
+import warnings
+
+import pytest
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
-from tpu_helpers import assert_same
+import torch_pjrt.compile as tc
+from tpu_helpers import assert_same, run_json
 
 
-def _mlp():
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    tc.reset_stats()
+    yield
+    torch._dynamo.reset()
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block with causal SDPA."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+def _models():
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
-                               torch.nn.Linear(16, 4))
+    return {
+        "mlp": (nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 4)),
+                torch.randn(5, 8)),
+        "cnn_bn": (nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
+                                 nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6 * 4 * 4, 5)),
+                   torch.randn(4, 3, 8, 8)),
+        "transformer_block": (Block(), torch.randn(2, 6, 16)),
+    }
 
 
-def test_compiled_mlp_forward_and_backward_match_cpu():
-    import torch_pjrt.compile as tc
-    before = tc.stats()["graphs"]
-    cpu = _mlp()
-    tpu = _mlp().to("tpu")
-    x = torch.randn(5, 8)
-    step = torch.compile(tpu, backend="tpu")
-    out = step(x.to("tpu"))
-    ref = cpu(x)
-    assert_same(out, ref, atol=1e-5, rtol=1e-5)
-    out.pow(2).sum().backward()
-    ref.pow(2).sum().backward()
-    for p_tpu, p_cpu in zip(tpu.parameters(), cpu.parameters()):
-        assert_same(p_tpu.grad, p_cpu.grad, atol=1e-5, rtol=1e-4)
-    assert tc.stats()["graphs"] >= before + 2  # a forward and a backward graph
+@pytest.mark.parametrize("name", ["mlp", "cnn_bn", "transformer_block"])
+def test_compiled_training_matches_eager_and_cpu_without_splits(name):
+    cpu, x = _models()[name]
+    eager = copy.deepcopy(cpu).to("tpu")
+    compiled_model = copy.deepcopy(cpu).to("tpu")
+    step = torch.compile(compiled_model, backend="tpu")
+    outs = {}
+    for key, model, fn, inp in [("cpu", cpu, cpu, x), ("eager", eager, eager, x.to("tpu")),
+                                ("compiled", compiled_model, step, x.to("tpu"))]:
+        out = fn(inp)
+        out.pow(2).sum().backward()
+        outs[key] = (out, [p.grad for p in model.parameters()],
+                     [b.clone() for b in model.buffers()])
+    for key in ("eager", "compiled"):
+        assert_same(outs[key][0], outs["cpu"][0], atol=1e-5, rtol=1e-4)
+        for g, g_cpu in zip(outs[key][1], outs["cpu"][1]):
+            assert_same(g, g_cpu, atol=1e-4, rtol=1e-4)
+        for b, b_cpu in zip(outs[key][2], outs["cpu"][2]):  # batch norm running stats
+            assert_same(b, b_cpu, atol=1e-5, rtol=1e-4)
+    s = tc.stats()
+    assert s["splits"] == {}, s["split_reasons"]
+    assert s["graphs"] == 2 and s["partitions"] == 2  # one program forward, one backward
+    assert s["graph_runs"] >= 2
 
 
 def test_compiled_function_with_inplace_update_of_input():
@@ -38,3 +88,88 @@ def test_compiled_function_with_inplace_update_of_input():
     want = f(a_cpu, b)
     assert_same(got, want, atol=1e-5, rtol=1e-5)
     assert_same(a_tpu, a_cpu)  # the input mutation is visible after the call
+
+
+def test_compiled_adamw_step_matches_eager():
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2))
+    models, opts, steps = {}, {}, {}
+    for key in ("eager", "compiled"):
+        models[key] = copy.deepcopy(cpu).to("tpu")
+        opts[key] = torch.optim.AdamW(models[key].parameters(), lr=0.05, weight_decay=0.1)
+        steps[key] = opts[key].step if key == "eager" else torch.compile(opts[key].step,
+                                                                         backend="tpu")
+    x = torch.randn(4, 6).to("tpu")
+    for _ in range(3):
+        for key in ("eager", "compiled"):
+            models[key](x).square().mean().backward()
+            steps[key]()
+            opts[key].zero_grad()
+    for p, q in zip(models["compiled"].parameters(), models["eager"].parameters()):
+        assert_same(p, q.detach().cpu(), atol=1e-5, rtol=1e-4)
+    assert tc.stats()["splits"] == {}, tc.stats()["split_reasons"]
+
+
+def test_unsupported_op_splits_the_graph_and_is_reported(quiet_fallbacks):
+    def f(x):
+        y = torch.special.bessel_j0(x * 2)  # no native lowering: runs eagerly (on CPU)
+        return (y + 1).relu().sum()
+
+    x = torch.randn(7)
+    got = torch.compile(f, backend="tpu")(x.to("tpu"))
+    assert_same(got, f(x), atol=1e-5, rtol=1e-5)
+    s = tc.stats()
+    assert s["splits"] == {"aten.special_bessel_j0.default": 1}
+    assert "aten.special_bessel_j0.default" in s["split_reasons"]
+    assert s["partitions"] == 2  # before and after the split
+
+
+def test_new_input_shape_recompiles_and_is_counted():
+    runs = tc.stats()["graph_runs"]
+    f = torch.compile(lambda x: (x * 3).sin().sum(0), backend="tpu")
+    for n in (4, 4, 5):
+        x = torch.randn(n, 3)
+        assert_same(f(x.to("tpu")), (x * 3).sin().sum(0), atol=1e-5, rtol=1e-5)
+    s = tc.stats()
+    assert s["graphs"] >= 2  # Dynamo's guard on the shape: a new graph for n=5
+    assert s["graph_runs"] - runs == 3
+
+
+def test_lowering_failure_degrades_to_eager_with_a_warning(monkeypatch):
+    def broken_run(self, inputs):
+        raise RuntimeError("building or compiling a graph of 1 ops: injected")
+
+    f = torch.compile(lambda x: x.exp() + 1, backend="tpu")
+    x = torch.randn(3)
+    monkeypatch.setattr(torch_pjrt_C().Graph, "run", broken_run)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = f(x.to("tpu"))
+    assert_same(got, x.exp() + 1, atol=1e-6, rtol=1e-6)
+    assert any("failed to build and runs eagerly" in str(m.message) for m in w)
+
+
+def torch_pjrt_C():
+    from torch_pjrt import _C
+    return _C
+
+
+GRAPH_CHILD = r"""
+import json, torch, torch.nn as nn, torch_pjrt, torch_pjrt.compile as tc
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).to("tpu")
+out = torch.compile(m, backend="tpu")(torch.ones(3, 4, device="tpu"))
+out.sum().backward()
+s = tc.stats()
+print(json.dumps({"out": out.detach().cpu().tolist(), "graph_compiles": s["graph_compiles"],
+                  "graph_runs": s["graph_runs"], "splits": s["splits"]}))
+"""
+
+
+def test_second_process_reuses_compiled_graphs_from_disk(tmp_path):
+    first, _ = run_json(GRAPH_CHILD, timeout=300, TORCH_PJRT_CACHE_DIR=tmp_path / "cache")
+    second, _ = run_json(GRAPH_CHILD, timeout=300, TORCH_PJRT_CACHE_DIR=tmp_path / "cache")
+    assert first["out"] == second["out"]
+    assert first["graph_compiles"] == 2 and first["graph_runs"] == 2  # forward and backward
+    assert second["graph_compiles"] == 0 and second["graph_runs"] == 2
+    assert first["splits"] == second["splits"] == {}

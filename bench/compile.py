@@ -1,0 +1,143 @@
+"""torch.compile(backend="tpu") against its peers, measured in one run.
+
+A small decoder-only transformer (embedding, 2 pre-norm blocks with causal SDPA and a GELU MLP,
+tied head) in two workloads:
+  train: forward + cross-entropy + backward + AdamW step
+  infer: forward under torch.no_grad
+each on four engines: "tpu" eager, "tpu" compiled (model and optimizer step), PyTorch CPU eager,
+PyTorch CPU torch.compile (Inductor). Prints steps/s (median of --reps timed rounds after warm-up)
+and the ratios the issue asks about. The shared machine is noisy: compare ratios, not times.
+
+    python bench/compile.py [--steps 20] [--reps 5] [--quick]
+"""
+import argparse
+import copy
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_pjrt
+import torch_pjrt.compile as tpu_compile
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        shape = (b, t, self.heads, d // self.heads)
+        q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=512, d=128, heads=4, layers=2, seq=64):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos[: idx.shape[1]]
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln(x) @ self.tok.weight.t()
+
+
+def make_engine(name, base, device):
+    model = copy.deepcopy(base).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    backend = {"tpu compiled": "tpu", "cpu inductor": "inductor"}.get(name)
+    fwd = torch.compile(model, backend=backend) if backend else model
+    opt_step = torch.compile(opt.step, backend=backend) if backend else opt.step
+
+    def train(idx, tgt):
+        logits = fwd(idx)
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
+        loss.backward()
+        opt_step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    def infer(idx, tgt):
+        with torch.no_grad():
+            return fwd(idx)
+
+    return {"train": train, "infer": infer}
+
+
+def sync(device):
+    if device == "tpu":
+        torch.tpu.synchronize()
+
+
+def measure(fn, args, device, steps, reps):
+    fn(*args)  # compile / warm up (twice: a first optimizer step builds its state)
+    fn(*args)
+    sync(device)
+    rates = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            out = fn(*args)
+        if device == "tpu":
+            out.cpu()
+        rates.append(steps / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20, help="steps per timed round")
+    p.add_argument("--reps", type=int, default=5, help="timed rounds (median reported)")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
+    a = p.parse_args()
+    torch.manual_seed(0)
+    cfg = dict(vocab=128, d=32, heads=2, layers=1, seq=16) if a.quick else {}
+    base = TinyLM(**cfg)
+    seq = cfg.get("seq", 64)
+    vocab = cfg.get("vocab", 512)
+    idx = torch.randint(0, vocab, (a.batch, seq))
+    tgt = torch.randint(0, vocab, (a.batch, seq))
+    engines = ["tpu eager", "tpu compiled", "cpu eager", "cpu inductor"]
+    results = {}
+    for eng in engines:
+        device = "tpu" if eng.startswith("tpu") else "cpu"
+        e = make_engine(eng, base, device)
+        args = (idx.to(device), tgt.to(device))
+        for work in ("train", "infer"):
+            results[(eng, work)] = measure(e[work], args, device, a.steps, a.reps)
+            print(f"  {eng:13s} {work}: {results[(eng, work)]:8.1f} steps/s", flush=True)
+    print()
+    print(f"TinyLM batch {a.batch} x {seq} tokens; steps/s, median of {a.reps} rounds of "
+          f"{a.steps} steps")
+    print("| workload | tpu eager | tpu compiled | cpu eager | cpu inductor | compiled/eager | "
+          "compiled/cpu eager | compiled/inductor |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for work in ("train", "infer"):
+        r = {eng: results[(eng, work)] for eng in engines}
+        print(f"| {work} | {r['tpu eager']:.1f} | {r['tpu compiled']:.1f} | {r['cpu eager']:.1f} | "
+              f"{r['cpu inductor']:.1f} | {r['tpu compiled'] / r['tpu eager']:.2f}x | "
+              f"{r['tpu compiled'] / r['cpu eager']:.2f}x | "
+              f"{r['tpu compiled'] / r['cpu inductor']:.2f}x |")
+    s = tpu_compile.stats()
+    print(f"\ntpu backend: {s['graphs']} graphs, {s['partitions']} partitions, splits "
+          f"{s['splits'] or 'none'}, {s['graph_compiles']} graph programs compiled, "
+          f"{s['graph_runs']} graph runs; fallbacks {torch_pjrt.stats()['fallbacks'] or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
