@@ -531,7 +531,9 @@ tp_status_t *tp_infer_batch_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n
   out[0] = args[0].meta;
   out[0].writes_arg = 0;
   tp_meta_t v = {args[0].meta.dtype == TP_DTYPE_F64 ? TP_DTYPE_F64 : sd, 1, {training ? c : 0}, 0};
-  if (args[0].meta.dtype != TP_DTYPE_F64 && args[0].meta.dtype != TP_DTYPE_F32)
+  bool mixed = false; /* half input with float parameters: CPU then keeps float statistics */
+  for (int i = 1; i <= 4; i++) mixed |= args[i].kind == TP_ARG_TENSOR && args[i].meta.dtype != args[0].meta.dtype;
+  if (args[0].meta.dtype != TP_DTYPE_F64 && args[0].meta.dtype != TP_DTYPE_F32 && !mixed)
     v.dtype = args[0].meta.dtype; /* CPU keeps half types for the saved statistics */
   out[1] = out[2] = v;
   *n_out = 3;
@@ -572,21 +574,34 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   int64_t c = x.dims[1], count = tp_hlo_numel(&x) / (c ? c : 1);
   double eps = args[7].kind == TP_ARG_FLOAT ? args[7].f : 1e-5;
   double momentum = args[6].kind == TP_ARG_FLOAT ? args[6].f : 0.1;
-  tp_hlo_value_t mean, var;
+  tp_hlo_value_t mean, var, var_sum = {0};
   if (training) {
+    /* The per-channel sum of squares rounded to the statistics' dtype before it is divided: half
+     * types then land much nearer CPU's statistics (not bit-exact: its reduction order differs). */
     mean = tp_hlo_binary(b, TP_HLO_DIV, channel_sum(b, x), tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, (double)count), 1, &c));
     tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x));
-    var = tp_hlo_binary(b, TP_HLO_DIV, channel_sum(b, tp_hlo_binary(b, TP_HLO_MUL, d, d)),
-                        tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, (double)count), 1, &c));
+    var_sum = tp_hlo_convert(b, tp_hlo_convert(b, channel_sum(b, tp_hlo_binary(b, TP_HLO_MUL, d, d)), out_meta[1].dtype), md);
+    var = tp_hlo_binary(b, TP_HLO_DIV, var_sum, tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, (double)count), 1, &c));
   } else {
     mean = tp_hlo_convert(b, in[3], md);
     var = tp_hlo_convert(b, in[4], md);
   }
-  tp_hlo_value_t invstd = tp_hlo_unary(b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_emit_full_like(b, eps, &var)));
-  tp_hlo_value_t y = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x)),
-                                   per_channel(b, invstd, &x));
-  if (args[1].kind == TP_ARG_TENSOR) y = tp_hlo_binary(b, TP_HLO_MUL, y, per_channel(b, tp_hlo_convert(b, in[1], md), &x));
-  if (args[2].kind == TP_ARG_TENSOR) y = tp_hlo_binary(b, TP_HLO_ADD, y, per_channel(b, tp_hlo_convert(b, in[2], md), &x));
+  tp_hlo_value_t invstd = tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &var),
+                                        tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_emit_full_like(b, eps, &var))));
+  /* CPU's order (its contiguous kernel): in training the statistics are first stored in their
+   * saved dtype (half types for half inputs), then y = x * alpha + beta per channel with
+   * alpha = invstd * weight and beta = bias - mean * alpha, in float, rounded once. */
+  tp_hlo_value_t m = mean, is = invstd;
+  if (training) {
+    m = tp_hlo_convert(b, tp_hlo_convert(b, mean, out_meta[1].dtype), md);
+    is = tp_hlo_convert(b, tp_hlo_convert(b, invstd, out_meta[2].dtype), md);
+  }
+  tp_hlo_value_t alpha = args[1].kind == TP_ARG_TENSOR ? tp_hlo_binary(b, TP_HLO_MUL, is, tp_hlo_convert(b, in[1], md)) : is;
+  tp_hlo_value_t beta = tp_hlo_binary(b, TP_HLO_MUL, m, alpha);
+  beta = args[2].kind == TP_ARG_TENSOR ? tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_convert(b, in[2], md), beta)
+                                       : tp_hlo_unary(b, TP_HLO_NEG, beta);
+  tp_hlo_value_t y = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, x, per_channel(b, alpha, &x)),
+                                   per_channel(b, beta, &x));
   out[0] = tp_hlo_convert(b, y, out_meta[0].dtype);
   if (training) {
     out[1] = tp_hlo_convert(b, mean, out_meta[1].dtype);
@@ -597,11 +612,11 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     out[2] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[2].dtype, 0), 1, &zero);
   }
   if ((out_meta[3].writes_arg || op->code == 1) && training) {
-    double unbias = count > 1 ? (double)count / (double)(count - 1) : 1.0;
+    double n1 = count > 1 ? (double)(count - 1) : 1.0;
     for (int k = 0; k < 2; k++) {
       tp_dtype_t rd = out_meta[3 + k].dtype;
       tp_hlo_value_t old = tp_hlo_convert(b, in[3 + k], md);
-      tp_hlo_value_t cur = k == 0 ? mean : tp_hlo_binary(b, TP_HLO_MUL, var, tp_emit_full_like(b, unbias, &var));
+      tp_hlo_value_t cur = k == 0 ? m : tp_hlo_binary(b, TP_HLO_DIV, var_sum, tp_emit_full_like(b, n1, &var_sum));
       tp_hlo_value_t upd = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, old, tp_emit_full_like(b, 1 - momentum, &old)),
                                          tp_hlo_binary(b, TP_HLO_MUL, cur, tp_emit_full_like(b, momentum, &cur)));
       out[3 + k] = tp_hlo_convert(b, upd, rd);

@@ -361,6 +361,18 @@ void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stac
 // tensors before any backend kernel runs (mode.values): registered to the CPU fallback directly.
 const char* const kCompositesOnCpu[] = {"mode.values"};
 
+// Whether |name| ("op.overload") has a CompositeImplicitAutograd kernel. Such an op gets no tpu
+// kernel: a backend kernel hides the composite from the Autograd key too, and gradients through
+// the op then silently come back None (where.ScalarOther in logdet's backward). It decomposes
+// into ops that have their own tpu kernels instead.
+bool is_composite_implicit(const char* name) {
+  std::string s(name);
+  size_t dot = s.find('.');
+  auto op = c10::Dispatcher::singleton().findOp(c10::OperatorName(
+      "aten::" + s.substr(0, dot), dot == std::string::npos ? "" : s.substr(dot + 1)));
+  return op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+}
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = op_name(op);
   note_fallback(name);
@@ -1067,7 +1079,8 @@ at::Tensor tpu_unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (int i = 0; i < tp_op_count; i++) {
     const tp_op_def_t& d = tp_op_table[i];
-    m.impl(d.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 0)));
+    if (!is_composite_implicit(d.name))
+      m.impl(d.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 0)));
     if (d.inplace)
       m.impl(d.inplace,
              torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 1)));

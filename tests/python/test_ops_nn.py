@@ -31,3 +31,17 @@ def test_native_dropout_backward_promotes_like_cpu(dtype):
     mask = make((4, 5), torch.bool, seed=1)
     expected = torch.ops.aten.native_dropout_backward(g, mask, 1.3)
     assert_same(torch.ops.aten.native_dropout_backward(g.to(DEVICE), mask.to(DEVICE), 1.3), expected)
+
+
+def test_gradient_flows_through_composite_ops():
+    # where.ScalarOther is a composite: a tpu kernel for it made logdet's gradient silently None
+    c = torch.tensor([[1.5, 0.2], [0.3, 2.0]])
+    x = c.to(DEVICE).requires_grad_()
+    torch.logdet(x).backward()
+    xc = c.clone().requires_grad_()
+    torch.logdet(xc).backward()
+    assert x.grad is not None
+    assert_same(x.grad, xc.grad)
+    y = c.to(DEVICE).requires_grad_()
+    torch.where(y > 1, y, 0.0).sum().backward()
+    assert_same(y.grad, (c > 1).float())
