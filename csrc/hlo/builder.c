@@ -657,3 +657,66 @@ tp_hlo_value_t tp_hlo_concatenate(tp_hlo_builder_t *b, const tp_hlo_value_t *xs,
   EMIT(") -> %s\n", ty(&v).s);
   return v;
 }
+
+tp_hlo_value_t tp_hlo_sort(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n, int dim,
+                           bool descending, tp_hlo_value_t *outs) {
+  for (int i = 0; i < n; i++) {
+    bool same_shape = xs[i].ndim == xs[0].ndim &&
+                      !memcmp(xs[i].dims, xs[0].dims, sizeof(int64_t) * (size_t)xs[0].ndim);
+    if (!live(b, &xs[i]) || !check(b, same_shape, "sort operands differ in shape"))
+      return bad_value();
+  }
+  if (!check(b, n >= 1 && n <= 4 && dim >= 0 && dim < xs[0].ndim, "sort arguments")) return bad_value();
+  int id = b->next_id++;
+  char types[4 * TYPE_BUF + 8] = "", ops[64] = "", res[4 * TYPE_BUF + 8] = "";
+  for (int i = 0; i < n; i++) {
+    size_t l = strlen(types);
+    snprintf(types + l, sizeof(types) - l, "%s%s", i ? ", " : "", ty(&xs[i]).s);
+    l = strlen(ops);
+    snprintf(ops + l, sizeof(ops) - l, "%s%%v%d", i ? ", " : "", xs[i].id);
+  }
+  snprintf(res, sizeof(res), "%s", types);
+  EMIT("    %%v%d:%d = \"stablehlo.sort\"(%s) ({\n", id, n, ops);
+  /* The comparator sees scalars (a_0, b_0, a_1, b_1, ...) and orders by operand 0. */
+  int args0 = b->next_id;
+  b->next_id += 2 * n;
+  EMIT("      ^bb0(");
+  for (int i = 0; i < 2 * n; i++) {
+    tstr_t s = ty_of(xs[i / 2].dtype, 0, NULL);
+    EMIT("%s%%v%d: %s", i ? ", " : "", args0 + i, s.s);
+  }
+  EMIT("):\n");
+  tp_dtype_t dt = xs[0].dtype;
+  tstr_t s = ty_of(dt, 0, NULL), bt = ty_of(TP_DTYPE_BOOL, 0, NULL);
+  const char *kind = tp_dtype_is_float(dt) ? "FLOAT" : tp_dtype_is_unsigned(dt) ? "UNSIGNED" : "SIGNED";
+  int a = args0, c = args0 + 1;
+  int r = b->next_id++;
+  EMIT("        %%v%d = \"stablehlo.compare\"(%%v%d, %%v%d) {comparison_direction = "
+       "#stablehlo<comparison_direction %s>, compare_type = #stablehlo<comparison_type %s>} : "
+       "(%s, %s) -> %s\n", r, a, c, descending ? "GT" : "LT", kind, s.s, s.s, bt.s);
+  if (tp_dtype_is_float(dt)) {
+    /* NaN sorts as the largest value: ascending, a < b also when only b is NaN; descending,
+     * a > b also when only a is NaN. */
+    int na = b->next_id++, nb = b->next_id++, nn = b->next_id++, t = b->next_id++, r2 = b->next_id++;
+    EMIT("        %%v%d = \"stablehlo.compare\"(%%v%d, %%v%d) {comparison_direction = "
+         "#stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : "
+         "(%s, %s) -> %s\n", na, a, a, s.s, s.s, bt.s);
+    EMIT("        %%v%d = \"stablehlo.compare\"(%%v%d, %%v%d) {comparison_direction = "
+         "#stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : "
+         "(%s, %s) -> %s\n", nb, c, c, s.s, s.s, bt.s);
+    EMIT("        %%v%d = \"stablehlo.not\"(%%v%d) : (%s) -> %s\n", nn, descending ? nb : na, bt.s, bt.s);
+    EMIT("        %%v%d = \"stablehlo.and\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", t,
+         descending ? na : nb, nn, bt.s, bt.s, bt.s);
+    EMIT("        %%v%d = \"stablehlo.or\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", r2, r, t, bt.s, bt.s, bt.s);
+    r = r2;
+  }
+  EMIT("        \"stablehlo.return\"(%%v%d) : (%s) -> ()\n", r, bt.s);
+  EMIT("    }) {dimension = %d : i64, is_stable = true} : (%s) -> (%s)\n", dim, types, res);
+  /* Name each result as a plain value (an identity reshape XLA folds away). */
+  for (int i = 0; i < n; i++) {
+    outs[i] = new_value(b, xs[i].dtype, xs[i].ndim, xs[i].dims);
+    EMIT("    %%v%d = \"stablehlo.reshape\"(%%v%d#%d) : (%s) -> %s\n", outs[i].id, id, i,
+         ty(&xs[i]).s, ty(&xs[i]).s);
+  }
+  return outs[0];
+}

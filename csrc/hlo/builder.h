@@ -129,6 +129,11 @@ tp_hlo_value_t tp_hlo_pad(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t 
 tp_hlo_value_t tp_hlo_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t update,
                                    const int64_t *start);
 tp_hlo_value_t tp_hlo_concatenate(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n, int dim);
+/* Stable sort of |n| (1..4) same-shaped operands along |dim| by operand 0, ascending or
+ * descending, NaN ordered as the largest value (PyTorch's order); writes the sorted operands to
+ * |outs| and returns outs[0]. */
+tp_hlo_value_t tp_hlo_sort(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n, int dim,
+                           bool descending, tp_hlo_value_t *outs);
 
 /* Helpers on types. */
 int64_t tp_hlo_numel(const tp_hlo_value_t *v);

@@ -111,6 +111,8 @@ TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)
 /* shape.c */
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
+/* sort.c: code 0 sort, 1 sort.stable, 2 topk, 3 kthvalue */
+TP_DECLARE_OP(tp_infer_sort, tp_emit_sort)
 /* pool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 /* linalg.c */
