@@ -361,16 +361,17 @@ void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stac
 // tensors before any backend kernel runs (mode.values): registered to the CPU fallback directly.
 const char* const kCompositesOnCpu[] = {"mode.values"};
 
-// Whether |name| ("op.overload") has a CompositeImplicitAutograd kernel. Such an op gets no tpu
-// kernel: a backend kernel hides the composite from the Autograd key too, and gradients through
-// the op then silently come back None (where.ScalarOther in logdet's backward). It decomposes
-// into ops that have their own tpu kernels instead.
+// Whether |name| ("op.overload") is a CompositeImplicitAutograd op with no autograd kernel of its
+// own. Such an op gets no tpu kernel: a backend kernel hides the composite from the Autograd key
+// too, and gradients through the op then silently come back None (where.ScalarOther in logdet's
+// backward). It decomposes into ops that have their own tpu kernels instead.
 bool is_composite_implicit(const char* name) {
   std::string s(name);
   size_t dot = s.find('.');
   auto op = c10::Dispatcher::singleton().findOp(c10::OperatorName(
       "aten::" + s.substr(0, dot), dot == std::string::npos ? "" : s.substr(dot + 1)));
-  return op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+  return op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+         !op->hasKernelForDispatchKey(c10::DispatchKey::Autograd);
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

@@ -114,6 +114,50 @@ def values_comparable(op):
     return True
 
 
+# Value mismatches whose cause has been traced and lies outside the lowering's arithmetic (CPU's
+# own rounding order, a decomposition PyTorch applies): {(op, dtype): (variants, cause)}. They
+# stay failures; COMPAT.md gives the cause before the mismatch.
+_COL2IM = ("CPU accumulates the overlapping taps (col2im) in bfloat16; the tpu rounds once from "
+           "float and is nearer the float64 result")
+_STRIDED_BN = ("CPU's kernel for strided input rounds the per-channel scale and shift to bfloat16; "
+               "its contiguous kernel does not, and the tpu matches that one bit for bit")
+KNOWN_CAUSES = {
+    **{(f"nn.functional.conv_transpose{d}d", "bfloat16"): (("function", "noncontiguous"), _COL2IM)
+       for d in (1, 2, 3)},
+    ("nn.functional.conv_transpose3d", "float32"): (
+        ("function", "noncontiguous"),
+        "summation order: CPU and tpu are both a few float32 ulps from float64 where terms cancel"),
+    ("nn.functional.conv2d", "bfloat16"): (("backward",), _COL2IM + " (grad_input)"),
+    **{(name, "bfloat16"): (("noncontiguous",), _STRIDED_BN)
+       for name in ("native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update",
+                    "nn.functional.batch_norm")},
+    ("nn.functional.instance_norm", "bfloat16"): (
+        ("function", "noncontiguous"),
+        "one bfloat16 ulp from statistics rounded at a tie: CPU's reduction order differs"),
+    **{(name, "bfloat16"): (
+        ("function", "noncontiguous"),
+        "group_norm has no tpu lowering: PyTorch's decomposition (var_mean, rsqrt, sub, mul in "
+        "bfloat16) rounds each step, CPU's fused kernel computes in float and rounds once")
+       for name in ("native_group_norm", "nn.functional.group_norm")},
+    **{(name, "bfloat16"): (
+        ("function", "noncontiguous", "backward"),
+        "one bfloat16 ulp: CPU rounds log_softmax to bfloat16 between the steps; the tpu result "
+        "is as near the float64 one")
+       for name in ("nn.functional.cross_entropy", "nn.functional.linear_cross_entropy",
+                    "nn.functional.linear_cross_entropy.chunked_none")},
+    ("kron", "float32"): (("backward",), "summation order of the gradient's reduction (2 float32 ulps)"),
+    ("erfinv", "float32"): (
+        ("backward",),
+        "XLA's float32 erfinv is a few ulps from CPU's near +-1, and the gradient "
+        "exp(erfinv(x)^2) amplifies it"),
+}
+
+
+def known_cause(name, dtype, variant):
+    variants, cause = KNOWN_CAUSES.get((name, dtype), ((), None))
+    return cause if variant in variants else None
+
+
 # ----------------------------------------------------------------------------- one case
 
 class NotApplicable(Exception):
@@ -262,6 +306,9 @@ def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset()):
         compare(actual, _tree_map(torch.Tensor.detach, expected), tolerance(op, dtype), values_comparable(op))
     except Exception as e:
         fallbacks = fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
+        cause = known_cause(op_name(op), str(dtype).replace("torch.", ""), variant)
+        if cause and isinstance(e, AssertionError):
+            return "fail", f"known: {cause}; {reason_of(e)}"[:400], fallbacks, expected
         return "fail", reason_of(e), fallbacks, expected
     note = "" if values_comparable(op) else SHAPES_ONLY
     return ("fallback" if fallbacks else "native"), note, fallbacks, expected

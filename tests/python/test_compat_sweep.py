@@ -47,3 +47,12 @@ def test_device_argument_names_the_device_under_test():
     # to(device, dtype): the sample's "cpu" stands for the device the samples were made for
     cases = _case("to")
     assert cases and all(status != "fail" for _, status, _ in cases), cases
+
+
+def test_known_causes_name_real_ops_and_dtypes():
+    names = {compat.op_name(op) for op in compat.load_op_db()}
+    for (name, dtype), (variants, cause) in compat.KNOWN_CAUSES.items():
+        assert name in names, name
+        assert dtype in compat.DTYPES and set(variants) <= set(compat.VARIANTS) and cause
+    assert compat.known_cause("nn.functional.conv_transpose2d", "bfloat16", "function")
+    assert compat.known_cause("nn.functional.conv_transpose2d", "bfloat16", "backward") is None
