@@ -134,9 +134,19 @@ static tp_status_t *check_dtype_flags(const tp_op_def_t *op, tp_dtype_t dt) {
 
 /* ---- unary ---- */
 
+/* Ops whose CPU kernels have no 16-bit float version: such calls fall back, and CPU raises. */
+static bool no_half_on_cpu(const tp_op_def_t *op, tp_dtype_t t) {
+  if (t != TP_DTYPE_BF16 && t != TP_DTYPE_F16) return false;
+  if (op->infer == tp_infer_unary)
+    return op->code == TP_U_ERFCX || op->code == TP_U_LOG_NDTR || op->code == TP_U_NDTRI;
+  return op->code == TP_B_ZETA;
+}
+
 tp_status_t *tp_infer_unary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                             int *n_out) {
   TP_RETURN_IF_ERROR(need_tensor(op, args, n_args, 0));
+  if (no_half_on_cpu(op, args[0].meta.dtype))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s of a 16-bit float", op->name);
   TP_RETURN_IF_ERROR(check_dtype_flags(op, args[0].meta.dtype));
   out[0] = args[0].meta;
   if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(out[0].dtype))
@@ -247,15 +257,23 @@ static tp_hlo_value_t digamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
 
 /* Hurwitz zeta(x, q) with the CPU kernel's special cases ahead of chlo's series: x == 1 gives
  * inf, x < 1 NaN; q a non-positive integer inf, other q <= 0 NaN unless x is an integer. */
-static tp_hlo_value_t zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t q) {
+static tp_hlo_value_t zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t q, int64_t int_x) {
   tp_hlo_value_t inf = k_like(b, __builtin_inf(), x), nan = k_like(b, __builtin_nan(""), x);
-  /* A negative q (x an integer, else NaN below) is first shifted past zero by up to 16 terms:
-   * zeta(x, q) = sum_{k<K} (q + k)^-x + zeta(x, q + K), which chlo's series needs. */
-  tp_hlo_value_t kq = tp_hlo_unary(b, TP_HLO_CEIL, tp_hlo_unary(b, TP_HLO_NEG, q));
-  kq = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, kq, k_like(b, 0, q)), k_like(b, 16, q));
+  /* As the CPU kernel does, the terms up to q + K > 9 are summed directly, in order (so a
+   * negative q's terms cancel as there), then chlo's series takes the tail:
+   * zeta(x, q) = sum_{k<K} (q + k)^-x + zeta(x, q + K). q below -16 loses accuracy. */
+  tp_hlo_value_t kq = tp_hlo_unary(b, TP_HLO_CEIL, tp_hlo_binary(b, TP_HLO_SUB, k_like(b, 9, q), q));
+  kq = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, kq, k_like(b, 0, q)), k_like(b, 26, q));
   tp_hlo_value_t head = k_like(b, 0, q), nx = tp_hlo_unary(b, TP_HLO_NEG, x);
-  for (int k = 0; k < 16; k++) {
-    tp_hlo_value_t t = tp_hlo_binary(b, TP_HLO_POW, add(b, q, k_like(b, k, q)), nx);
+  for (int k = 0; k < 26; k++) {
+    tp_hlo_value_t base = add(b, q, k_like(b, k, q)), t;
+    if (int_x > 0) { /* a known integer x (polygamma): exact products, so +-terms cancel */
+      tp_hlo_value_t p = base;
+      for (int64_t i = 1; i < int_x; i++) p = mul(b, p, base);
+      t = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, 1, q), p);
+    } else {
+      t = tp_hlo_binary(b, TP_HLO_POW, base, nx);
+    }
     head = add(b, head, tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, k_like(b, k, q), kq), t,
                                       k_like(b, 0, q)));
   }
@@ -299,7 +317,7 @@ tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t 
   if (n == 1) return trigamma(b, x);
   double f = (n % 2) ? 1.0 : -1.0;
   for (int64_t i = 2; i <= n; i++) f *= (double)i;
-  return mul(b, k_like(b, f, x), zeta(b, k_like(b, (double)(n + 1), x), x));
+  return mul(b, k_like(b, f, x), zeta(b, k_like(b, (double)(n + 1), x), x, n <= 32 ? n + 1 : -1));
 }
 
 /* min(max(x + 3, 0), 6) / 6 */
@@ -452,6 +470,8 @@ tp_status_t *tp_infer_binary(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   if (args[0].kind == TP_ARG_TENSOR && args[1].kind == TP_ARG_TENSOR)
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   tp_dtype_t rt = binary_compute_dtype(op, args, n_args);
+  if (no_half_on_cpu(op, rt))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s of a 16-bit float", op->name);
   bool sub = op->code == TP_B_SUB || op->code == TP_B_RSUB;
   if (op->code == TP_B_HEAVISIDE && args[0].meta.dtype != args[1].meta.dtype)
     return tp_make_status(TP_INVALID_ARGUMENT,
@@ -598,7 +618,7 @@ static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, t
                                         tp_hlo_unary(b, TP_HLO_NOT, is_nan(b, y)));
       return tp_hlo_select(b, xz, zero, r);
     }
-    case TP_B_ZETA: return zeta(b, x, y);
+    case TP_B_ZETA: return zeta(b, x, y, -1);
     case TP_B_HEAVISIDE: {
       tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
       tp_hlo_value_t pos = tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x.dtype);

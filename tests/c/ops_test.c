@@ -28,6 +28,22 @@ static tp_op_arg_t scalar(tp_dtype_t dt, double v, bool wrapped) {
   return a;
 }
 
+static tp_op_arg_t int_arg(int64_t v) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_INT;
+  a.i = v;
+  return a;
+}
+
+static tp_op_arg_t str_arg(const char *v) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_STR;
+  snprintf(a.s, sizeof(a.s), "%s", v);
+  return a;
+}
+
 static const tp_op_def_t *op(const char *name) {
   int i = tp_op_lookup(name, NULL);
   CHECK(i >= 0);
@@ -165,6 +181,59 @@ static void test_golden(void) {
   check_golden("sum", sum, 2, "sum_f16.mlir");
   tp_op_arg_t relu[1] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){5})};
   check_golden("relu", relu, 1, "relu_f32.mlir");
+  /* sort.stable(self, stable=True, dim=1, descending=True): the comparator puts NaN first. */
+  tp_op_arg_t sort[4] = {tensor(TP_DTYPE_F32, 2, (int64_t[]){2, 5}), int_arg(1), int_arg(1), int_arg(1)};
+  check_golden("sort.stable", sort, 4, "sort_stable_f32_desc.mlir");
+  /* scatter_reduce.two(self, 0, index, src, "amax", include_self=False) */
+  tp_op_arg_t sr[6] = {tensor(TP_DTYPE_I32, 1, (int64_t[]){4}), int_arg(0),
+                       tensor(TP_DTYPE_I64, 1, (int64_t[]){3}), tensor(TP_DTYPE_I32, 1, (int64_t[]){3}),
+                       str_arg("amax"), int_arg(0)};
+  check_golden("scatter_reduce.two", sr, 6, "scatter_reduce_amax_i32.mlir");
+}
+
+/* Inference of the special-function, index-reduction, reduction and sorting rows. */
+static void test_added_ops_infer(void) {
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  const tp_op_def_t *pg = op("polygamma");
+  tp_op_arg_t pa[2] = {int_arg(-1), tensor(TP_DTYPE_I64, 1, (int64_t[]){3})};
+  tp_status_t *st = pg->infer(pg, pa, 2, out, &n);
+  CHECK(st && strstr(tp_status_message(st), "does not support negative n"));
+  tp_status_free(st);
+  pa[0] = int_arg(2);
+  CHECK_OK(pg->infer(pg, pa, 2, out, &n));
+  CHECK(n == 1 && out[0].dtype == TP_DTYPE_F32);
+
+  const tp_op_def_t *vm = op("var_mean.correction");
+  tp_op_arg_t none = {0};
+  tp_op_arg_t va[4] = {tensor(TP_DTYPE_BF16, 2, (int64_t[]){3, 4}), none, none, int_arg(1)};
+  CHECK_OK(vm->infer(vm, va, 4, out, &n));
+  CHECK(n == 2 && out[1].dtype == TP_DTYPE_BF16 && out[0].ndim == 2 && out[0].sizes[1] == 1);
+
+  const tp_op_def_t *cm = op("_cummax_helper");
+  tp_op_arg_t ca[4] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){5}), tensor(TP_DTYPE_F32, 1, (int64_t[]){5}),
+                       tensor(TP_DTYPE_I64, 1, (int64_t[]){5}), int_arg(0)};
+  CHECK_OK(cm->infer(cm, ca, 4, out, &n));
+  CHECK(n == 2 && out[0].writes_arg == 2 && out[1].writes_arg == 3);
+
+  const tp_op_def_t *tk = op("topk");
+  tp_op_arg_t ta[3] = {tensor(TP_DTYPE_F32, 2, (int64_t[]){2, 5}), int_arg(6), int_arg(-1)};
+  st = tk->infer(tk, ta, 3, out, &n);
+  CHECK(st && strstr(tp_status_message(st), "out of range"));
+  tp_status_free(st);
+  ta[0].meta.dtype = TP_DTYPE_I64; /* CPU's tie order: falls back */
+  ta[1] = int_arg(2);
+  st = tk->infer(tk, ta, 3, out, &n);
+  CHECK(st && tp_status_code(st) == TP_UNIMPLEMENTED);
+  tp_status_free(st);
+
+  const tp_op_def_t *ir = op("index_reduce");
+  tp_op_arg_t ia[5] = {tensor(TP_DTYPE_F32, 2, (int64_t[]){4, 3}), int_arg(0),
+                       tensor(TP_DTYPE_I64, 1, (int64_t[]){2}), tensor(TP_DTYPE_F32, 2, (int64_t[]){2, 3}),
+                       str_arg("sum")};
+  st = ir->infer(ir, ia, 5, out, &n);
+  CHECK(st && strstr(tp_status_message(st), "prod, mean, amax or amin"));
+  tp_status_free(st);
 }
 
 int main(void) {
@@ -173,5 +242,6 @@ int main(void) {
   test_binary_infer();
   test_reduce_linalg_infer();
   test_golden();
+  test_added_ops_infer();
   TEST_MAIN_END("ops_test");
 }
