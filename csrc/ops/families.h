@@ -102,6 +102,7 @@ TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce) /* 0 scatter_reduce, 1 index_reduce, 2 index_fill */
+TP_DECLARE_OP(tp_infer_lookup, tp_emit_lookup) /* 0 take, 1 isin, 2 eye, 3 put */
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
@@ -120,6 +121,7 @@ TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
 TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
+TP_DECLARE_OP(tp_infer_cross, tp_emit_cross)
 
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */

@@ -736,3 +736,138 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
   }
   out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
 }
+
+/* ---- take, isin, eye, put: code 0, 1, 2, 3 of tp_infer_lookup ----
+ * take(self, index): self flattened, read at index (negative counts from the end).
+ * isin(elements, test_elements, *, assume_unique, invert), any side may be a Scalar: every
+ * element compared with every test element (memory elements x tests), == as CPU (NaN never in).
+ * eye(n[, m], *, dtype): a factory, iota == iota.
+ * put(self, index, source, accumulate): take's inverse, a scatter (adding when accumulating). */
+
+tp_status_t *tp_infer_lookup(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  *n_out = 1;
+  switch (op->code) {
+    case 0: {
+      if (n_args < 2 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR)
+        return tp_make_status(TP_INVALID_ARGUMENT, "take: expected (self, index)");
+      if (args[1].meta.dtype != TP_DTYPE_I64)
+        return tp_make_status(TP_INVALID_ARGUMENT, "take(): Expected a long tensor for index, but got %s",
+                              tp_dtype_name(args[1].meta.dtype));
+      if (tp_meta_numel(&args[0].meta) == 0 && tp_meta_numel(&args[1].meta) > 0)
+        return tp_make_status(TP_INVALID_ARGUMENT, "take(): tried to take from an empty tensor");
+      out[0] = args[1].meta;
+      out[0].dtype = args[0].meta.dtype;
+      return NULL;
+    }
+    case 3: {
+      if (n_args < 3 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+          args[2].kind != TP_ARG_TENSOR)
+        return tp_make_status(TP_INVALID_ARGUMENT, "put: expected (self, index, source)");
+      if (args[1].meta.dtype != TP_DTYPE_I64)
+        return tp_make_status(TP_INVALID_ARGUMENT, "put_(): Expected a long tensor for index, but got %s",
+                              tp_dtype_name(args[1].meta.dtype));
+      if (args[2].meta.dtype != args[0].meta.dtype)
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "put_(): self and source expected to have the same dtype, but got "
+                              "self.dtype = %s and source.dtype = %s", tp_dtype_name(args[0].meta.dtype),
+                              tp_dtype_name(args[2].meta.dtype));
+      if (tp_meta_numel(&args[1].meta) != tp_meta_numel(&args[2].meta))
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "put_(): Expected source and index to have the same number of elements, "
+                              "but got source.numel() = %lld, index.numel() = %lld",
+                              (long long)tp_meta_numel(&args[2].meta), (long long)tp_meta_numel(&args[1].meta));
+      out[0] = args[0].meta;
+      return NULL;
+    }
+    case 1: {
+      if (n_args < 2 || (args[0].kind != TP_ARG_TENSOR && args[1].kind != TP_ARG_TENSOR))
+        return tp_make_status(TP_INVALID_ARGUMENT, "isin: expected a tensor");
+      tp_dtype_t ct = tp_result_type(args, 2);
+      int64_t ne = args[0].kind == TP_ARG_TENSOR ? tp_meta_numel(&args[0].meta) : 1;
+      int64_t nt = args[1].kind == TP_ARG_TENSOR ? tp_meta_numel(&args[1].meta) : 1;
+      if (ne * nt > (int64_t)1 << 26) /* the all-pairs compare would be too big: CPU sorts */
+        return tp_make_status(TP_UNIMPLEMENTED, "isin of large tensors");
+      for (int i = 0; i < 2; i++)
+        if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = ct;
+      if (args[0].kind == TP_ARG_TENSOR) out[0] = args[0].meta;
+      else memset(&out[0], 0, sizeof(out[0]));
+      out[0].dtype = TP_DTYPE_BOOL;
+      return NULL;
+    }
+    default: {
+      int64_t n = n_args > 0 && args[0].kind == TP_ARG_INT ? args[0].i : -1;
+      bool has_m = strcmp(op->name, "eye.m") == 0 && n_args > 1 && args[1].kind == TP_ARG_INT;
+      int64_t m = has_m ? args[1].i : n;
+      if (n < 0) return tp_make_status(TP_INVALID_ARGUMENT, "n must be greater or equal to 0, got %lld", (long long)n);
+      if (m < 0) return tp_make_status(TP_INVALID_ARGUMENT, "m must be greater or equal to 0, got %lld", (long long)m);
+      int di = has_m ? 2 : 1;
+      memset(&out[0], 0, sizeof(out[0]));
+      out[0].dtype = di < n_args && args[di].kind == TP_ARG_INT ? (tp_dtype_t)args[di].i : TP_DTYPE_F32;
+      out[0].ndim = 2;
+      out[0].sizes[0] = n;
+      out[0].sizes[1] = m;
+      return NULL;
+    }
+  }
+}
+
+void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  switch (op->code) {
+    case 0: {
+      int64_t n = tp_meta_numel(&args[0].meta);
+      tp_hlo_value_t iv = index_values(b, in[1]);
+      if (tp_meta_numel(om) == 0) {
+        out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
+        return;
+      }
+      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, 0, &iv));
+      iv = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, tp_emit_full_like(b, (double)n, &iv)), iv);
+      out[0] = tp_hlo_gather_1d(b, flat(b, in[0]), iv);
+      return;
+    }
+    case 3: {
+      int64_t n = tp_meta_numel(&args[0].meta), k = tp_meta_numel(&args[1].meta);
+      if (k == 0 || n == 0) {
+        out[0] = in[0];
+        return;
+      }
+      tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[1]), 1, &k);
+      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, 0, &iv));
+      iv = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, tp_emit_full_like(b, (double)n, &iv)), iv);
+      tp_hlo_value_t src = tp_hlo_reshape(b, in[2], 1, &k);
+      bool acc = n_args > 3 && args[3].kind == TP_ARG_INT && args[3].i;
+      tp_hlo_value_t r = acc ? tp_hlo_scatter_1d_op(b, flat(b, in[0]), iv, src,
+                                                    om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD)
+                             : tp_hlo_scatter_1d(b, flat(b, in[0]), iv, src);
+      out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+      return;
+    }
+    case 1: {
+      tp_dtype_t ct = tp_result_type(args, 2);
+      tp_hlo_value_t e = tp_hlo_convert(b, in[0], ct), t = flat(b, tp_hlo_convert(b, in[1], ct));
+      int64_t ne = tp_hlo_numel(&e), nt = t.dims[0];
+      bool invert = n_args > 3 && args[3].kind == TP_ARG_INT && args[3].i;
+      if (nt == 0) {
+        out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_BOOL, invert), om->ndim, om->sizes);
+        return;
+      }
+      int64_t pair[2] = {ne, nt}, d0 = 0, d1 = 1;
+      tp_hlo_value_t ee = tp_hlo_broadcast_in_dim(b, flat(b, e), 2, pair, &d0);
+      tp_hlo_value_t tt = tp_hlo_broadcast_in_dim(b, t, 2, pair, &d1);
+      tp_hlo_value_t hit = tp_hlo_reduce(b, tp_hlo_compare(b, TP_CMP_EQ, ee, tt),
+                                         tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, &d1);
+      if (invert) hit = tp_hlo_unary(b, TP_HLO_NOT, hit);
+      out[0] = tp_hlo_reshape(b, hit, om->ndim, om->sizes);
+      return;
+    }
+    default: {
+      tp_hlo_value_t eq = tp_hlo_compare(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I64, 2, om->sizes, 0),
+                                         tp_hlo_iota(b, TP_DTYPE_I64, 2, om->sizes, 1));
+      out[0] = tp_hlo_convert(b, eq, om->dtype);
+      return;
+    }
+  }
+}

@@ -169,3 +169,60 @@ void tp_emit_matvec(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
   if (op->code == 2) p = scale_add(b, args, n_args, in, p, 0, 3);
   out[0] = tp_hlo_convert(b, p, out_meta->dtype);
 }
+
+/* linalg_cross(self, other, *, dim): broadcast, then per component
+ * (a1 b2 - a2 b1, a2 b0 - a0 b2, a0 b1 - a1 b0) along dim, which must have size 3. */
+tp_status_t *tp_infer_cross(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                            int *n_out) {
+  if (n_args < 2 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "linalg.cross: expected two tensors");
+  if (args[0].meta.ndim != args[1].meta.ndim)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "linalg.cross: inputs must have the same number of dimensions.");
+  tp_meta_t m;
+  TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &m));
+  m.dtype = tp_result_type(args, 2);
+  if (m.dtype == TP_DTYPE_BOOL) return tp_make_status(TP_UNIMPLEMENTED, "cross of bool"); /* CPU raises */
+  int64_t d = n_args > 2 && args[2].kind == TP_ARG_INT ? args[2].i : -1;
+  int dim = tp_norm_dim(d, m.ndim);
+  if (dim < 0 || m.ndim == 0)
+    return tp_make_status(TP_OUT_OF_RANGE, "Dimension out of range (expected to be in range of "
+                          "[%d, %d], but got %lld)", -(m.ndim ? m.ndim : 1), (m.ndim ? m.ndim : 1) - 1,
+                          (long long)d);
+  if (args[0].meta.sizes[dim] != 3 || args[1].meta.sizes[dim] != 3)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "linalg.cross: inputs dimension %d must have length 3. Got %lld and %lld",
+                          (int)d, (long long)args[0].meta.sizes[dim], (long long)args[1].meta.sizes[dim]);
+  out[0] = m;
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_cross(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  int dim = tp_norm_dim(n_args > 2 && args[2].kind == TP_ARG_INT ? args[2].i : -1, om->ndim);
+  tp_dtype_t md = tp_math_dtype(om->dtype);
+  tp_hlo_value_t x = tp_emit_cast_shape(b, in[0], md, om), y = tp_emit_cast_shape(b, in[1], md, om);
+  tp_hlo_value_t xa[3], ya[3];
+  int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS];
+  for (int i = 0; i < om->ndim; i++) {
+    limit[i] = om->sizes[i];
+    step[i] = 1;
+  }
+  for (int c = 0; c < 3; c++) {
+    start[dim] = c;
+    limit[dim] = c + 1;
+    xa[c] = tp_hlo_slice(b, x, start, limit, step);
+    ya[c] = tp_hlo_slice(b, y, start, limit, step);
+  }
+  tp_hlo_value_t parts[3];
+  for (int c = 0; c < 3; c++) {
+    int i = (c + 1) % 3, j = (c + 2) % 3;
+    /* Each product rounds to the tensor's type first, as the CPU kernel computes in it. */
+    tp_hlo_value_t p = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_MUL, xa[i], ya[j]), om->dtype);
+    tp_hlo_value_t q = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_MUL, xa[j], ya[i]), om->dtype);
+    parts[c] = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_convert(b, p, md), tp_hlo_convert(b, q, md));
+  }
+  out[0] = tp_hlo_convert(b, tp_hlo_concatenate(b, parts, 3, dim), om->dtype);
+}

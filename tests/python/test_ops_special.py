@@ -286,3 +286,34 @@ def test_unstable_sort_of_integers_falls_back_visibly(fresh_stats):
     want = torch.sort(x)
     assert torch.equal(got.indices.cpu(), want.indices)
     assert "sort" in fallbacks()
+
+
+# ---------------------------------------------------------------- lookups, factories, cross
+
+def test_take_put_isin():
+    x = make((3, 4), F32, seed=24)
+    idx = torch.tensor([[0, -1], [5, 11]])
+    check_native(torch.take, x, idx)
+    check_native(lambda a, i, s: a.put(i, s, accumulate=True), x, torch.tensor([1, 1, -2]), torch.ones(3))
+    check_native(lambda a, i, s: a.clone().put_(i, s), x, torch.tensor([0, 3]), torch.tensor([7.0, 8.0]))
+    e = make((3, 5), I64, seed=25, low=-3, high=3)
+    check_native(torch.isin, e, torch.tensor([0, 2, -3]))
+    check_native(lambda a: torch.isin(a, 1, invert=True), e)
+    check_native(torch.isin, torch.tensor([1.0, float("nan")]), torch.tensor([float("nan"), 1.0]))
+
+
+def test_eye_and_vdot():
+    with torch_pjrt.strict():
+        got = (torch.eye(3, device=DEVICE), torch.eye(2, 4, dtype=I64, device=DEVICE))
+    assert_same(got[0], torch.eye(3))
+    assert_same(got[1], torch.eye(2, 4, dtype=I64))
+    check_native(torch.vdot, make((5,), F32, seed=26), make((5,), F32, seed=27))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=dname)
+def test_linalg_cross(dtype):
+    a = make((4, 3, 2), dtype, seed=28)
+    b = make((1, 3, 2), dtype, seed=29)
+    check_native(lambda x, y: torch.linalg.cross(x, y, dim=1), a, b)
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(a.to(DEVICE), b.to(DEVICE), dim=2)
