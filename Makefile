@@ -9,7 +9,7 @@ C_HDR := $(wildcard csrc/*/*.h csrc/*/*.def)
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
 
-.PHONY: setup build demo test test-c test-python bench compat-ops clean
+.PHONY: setup build demo test test-c test-python bench compat-ops compat-models clean
 
 setup: $(VENV)/.installed
 
@@ -47,6 +47,13 @@ bench: build
 # regenerates COMPAT.md and compat/ops.json. COMPAT_ARGS=--quick runs the CI-sized subset.
 compat-ops: build
 	$(PY) -m torch_pjrt.compat ops $(COMPAT_ARGS)
+
+# The model harness: every Transformers architecture (tiny configs), torchvision's and timm's
+# classification models, CPU vs tpu; writes compat/models.json and COMPAT.md's Models section.
+# Long (about an hour with --jobs 2): COMPAT_MODELS_ARGS="--limit 5" for a short run.
+COMPAT_MODELS_ARGS ?= --jobs 2
+compat-models: build
+	$(PY) -m torch_pjrt.compat models $(COMPAT_MODELS_ARGS)
 
 clean:
 	rm -rf build python/torch_pjrt/_C*.so

@@ -615,9 +615,10 @@ def main(argv=None):
     models_p = sub.add_parser("models", help="run whole models (Transformers, torchvision, timm)")
     models_p.add_argument("--suites", default="transformers,torchvision,timm", help="comma-separated suites")
     models_p.add_argument("--only", help="comma-separated model names (`name` or `suite/name`)")
-    models_p.add_argument("--limit", type=int, help="at most N models per suite")
+    models_p.add_argument("--limit", help="at most N models per suite: N, or suite=N,... ('*' for the rest)")
     models_p.add_argument("--timeout", type=float, default=180, help="seconds one model may take")
     models_p.add_argument("--jobs", type=int, default=1, help="worker processes in parallel")
+    models_p.add_argument("--shuffle", action="store_true", help="run in a fixed mixed order (a cut-short run is a sample)")
     models_p.add_argument("--out", default=os.path.join(ROOT, "compat"), help="directory for models.json")
     models_p.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"), help="markdown report path")
     sub.add_parser("worker", help=argparse.SUPPRESS)
@@ -634,9 +635,13 @@ def main(argv=None):
             return compat_models.worker()
         command = "python -m torch_pjrt.compat " + " ".join(sys.argv[1:] if argv is None else argv)
         only = set(args.only.split(",")) if args.only else None
+        limit = None
+        if args.limit:
+            limit = ({k: int(v) for k, v in (item.split("=") for item in args.limit.split(","))}
+                     if "=" in args.limit else int(args.limit))
         os.makedirs(args.out, exist_ok=True)
-        doc = compat_models.run(args.suites.split(","), only, args.limit, args.jobs, args.timeout, command,
-                                os.path.join(args.out, "models.progress.jsonl"))
+        doc = compat_models.run(args.suites.split(","), only, limit, args.jobs, args.timeout, command,
+                                os.path.join(args.out, "models.progress.jsonl"), args.shuffle)
         path = compat_models.write(doc, args.out)
         write_markdown(args.out, args.md)
         print(f"wrote {path} and {args.md}", file=sys.stderr)

@@ -1,0 +1,57 @@
+"""The model harness's own rules (torch_pjrt.compat_models): tiny configs, the CPU-vs-tpu check
+of one model, and a COMPAT.md that keeps both the op sweep's and the harness's results."""
+import json
+
+import pytest
+import torch
+
+from torch_pjrt import compat, compat_models
+
+
+def test_shrink_config_makes_tiny_models():
+    from transformers import AutoConfig
+    config = compat_models.shrink_config(AutoConfig.for_model("llama"))
+    assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
+            config.intermediate_size, config.vocab_size) == (32, 2, 2, 37, compat_models.VOCAB)
+    assert config.num_key_value_heads == 1
+    clip = compat_models.shrink_config(AutoConfig.for_model("clip"))  # nested sub-configs too
+    assert clip.vision_config.hidden_size == 32 and clip.vision_config.image_size == 32
+    assert clip.text_config.num_hidden_layers == 2
+
+
+def test_check_one_model_matches_and_reports_fallbacks():
+    record = compat_models.check_model("transformers", "llama")
+    assert record["status"] == "native", record
+    assert set(record["classes"]) == {"LlamaModel", "LlamaForCausalLM"}
+    assert all(c["params"] < 100_000 for c in record["classes"].values())
+
+
+def test_cpu_failure_is_cpu_invalid_not_fail():
+    def build():
+        return torch.nn.Linear(4, 3)
+    result = compat_models.check(build, lambda model: torch.zeros(2, 5))  # wrong width on CPU too
+    assert result["status"] == "cpu-invalid" and "RuntimeError" in result["reason"]
+
+
+def test_compat_md_keeps_ops_and_models_sections(tmp_path):
+    ops = dict(command="python -m torch_pjrt.compat ops --quick", torch="x", platform="cpu",
+               dtypes=["float32"], samples=1, native_ops=["add.Tensor"], date="today",
+               cases=[dict(op="add", variant="function", dtype="float32", sample=0, status="native",
+                           reason="", fallbacks=[])])
+    (tmp_path / "ops.json").write_text(json.dumps(ops))
+    records = [dict(suite="torchvision", name="a", status="native", reason="", fallbacks=[]),
+               dict(suite="torchvision", name="b", status="fallback", reason="", fallbacks=["op_x"]),
+               dict(suite="torchvision", name="c", status="fail", reason="RuntimeError: boom 12"),
+               dict(suite="torchvision", name="d", status="cpu-invalid", reason="bad config")]
+    doc = dict(command="python -m torch_pjrt.compat models", torch="x", versions={}, date="today",
+               seconds=1, models=records)
+    compat_models.write(doc, str(tmp_path))
+    md = tmp_path / "COMPAT.md"
+    compat.write_markdown(str(tmp_path), str(md))
+    text = md.read_text()
+    assert "## Per op" in text and "## Models" in text
+    assert "| torchvision | 4 | 3 | 1 | 1 | 1 | 66.7% | 1 | 0 |" in text
+    assert "RuntimeError: boom N" in text and "`op_x` (1)" in text
+    # The op sweep rewrites COMPAT.md through the same function: the models section stays.
+    compat.write_report({k: v for k, v in ops.items() if k != "cases"}, ops["cases"], str(tmp_path), str(md))
+    assert "## Models" in md.read_text()
