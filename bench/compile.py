@@ -42,7 +42,7 @@ class Block(nn.Module):
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab=512, d=128, heads=4, layers=2, seq=64):
+    def __init__(self, vocab=256, d=64, heads=4, layers=2, seq=32):
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
@@ -108,8 +108,8 @@ def main():
     torch.manual_seed(0)
     cfg = dict(vocab=128, d=32, heads=2, layers=1, seq=16) if a.quick else {}
     base = TinyLM(**cfg)
-    seq = cfg.get("seq", 64)
-    vocab = cfg.get("vocab", 512)
+    seq = cfg.get("seq", 32)
+    vocab = cfg.get("vocab", 256)
     idx = torch.randint(0, vocab, (a.batch, seq))
     tgt = torch.randint(0, vocab, (a.batch, seq))
     engines = ["tpu eager", "tpu compiled", "cpu eager", "cpu inductor"]

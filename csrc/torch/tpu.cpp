@@ -14,6 +14,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -447,6 +449,12 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
       a->arg.meta.dtype = a->view.dtype;
       a->arg.meta.ndim = a->view.ndim;
       std::memcpy(a->arg.meta.sizes, a->view.sizes, sizeof(int64_t) * a->view.ndim);
+    } else if (meta_ok && t.is_meta()) {
+      a->arg.kind = TP_ARG_TENSOR;
+      a->arg.meta.dtype = to_tp(t.scalar_type());
+      a->arg.meta.ndim = static_cast<int>(t.dim());
+      if (a->arg.meta.dtype == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;
+      for (int i = 0; i < a->arg.meta.ndim; i++) a->arg.meta.sizes[i] = t.size(i);
     } else if (cpu_scalar_tensor(t)) {
       tp_dtype_t dt = to_tp(t.scalar_type());
       if (dt == TP_DTYPE_INVALID) return false;
@@ -458,12 +466,6 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                   "devices, tpu:", static_cast<int>(g_current_device), " and ", t.device(), "!");
-    } else if (meta_ok && t.is_meta()) {
-      a->arg.kind = TP_ARG_TENSOR;
-      a->arg.meta.dtype = to_tp(t.scalar_type());
-      a->arg.meta.ndim = static_cast<int>(t.dim());
-      if (a->arg.meta.dtype == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;
-      for (int i = 0; i < a->arg.meta.ndim; i++) a->arg.meta.sizes[i] = t.size(i);
     }
   } else if (v.isScalar() && scalar_typed) {
     c10::Scalar s = v.toScalar();
@@ -559,17 +561,6 @@ void check_overlap(const at::Tensor& out, c10::ArrayRef<c10::IValue> args, size_
       at::assert_no_partial_overlap(out, args[i].toTensor());
 }
 
-struct TableKernel final : c10::OperatorKernel {
-  TableKernel(int op, int variant) : op_(op), variant_(variant) {}
-
-  void operator()(const c10::OperatorHandle& h, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    const auto& schema = h.schema();
-    const size_t n_args = schema.arguments().size();
-    size_t n_in = n_args;
-    if (variant_ == 2)
-      while (n_in > 0 && schema.arguments()[n_in - 1].alias_info() &&
-             schema.arguments()[n_in - 1].alias_info()->isWrite())
-        n_in--;
 // Schema arguments [0, n_in) become C arguments one to one, except that a tensor list becomes
 // its length (an INT) followed by its tensors. False: the call has no native description.
 bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> args, size_t n_in,
@@ -618,6 +609,17 @@ bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> 
   return native;
 }
 
+struct TableKernel final : c10::OperatorKernel {
+  TableKernel(int op, int variant) : op_(op), variant_(variant) {}
+
+  void operator()(const c10::OperatorHandle& h, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const auto& schema = h.schema();
+    const size_t n_args = schema.arguments().size();
+    size_t n_in = n_args;
+    if (variant_ == 2)
+      while (n_in > 0 && schema.arguments()[n_in - 1].alias_info() &&
+             schema.arguments()[n_in - 1].alias_info()->isWrite())
+        n_in--;
     auto args = torch::jit::last(*stack, n_args);
     std::call_once(roles_once_, [&] { roles_ = arg_roles(schema); });
     tp_eager_arg_t eargs[TP_MAX_ARGS];
@@ -707,17 +709,6 @@ bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> 
   std::once_flag roles_once_;
   std::vector<ArgRole> roles_;
 };
-
-// ---- copies, views, storage ops ----
-
-// A tpu tensor of a dtype the C core does not know (complex, ...) is kept as bytes, so it can
-// still be stored and moved: ops on it run on CPU through the fallback. Such a tensor is read and
-// written through the run of storage bytes it reaches, from its first element to its last.
-int64_t element_span(const at::Tensor& t) {
-  int64_t span = 1;
-  for (int64_t i = 0; i < t.dim(); i++) span += (t.size(i) - 1) * t.stride(i);
-  return span;
-}
 
 
 // ---- whole graphs (the torch.compile backend) ----
@@ -833,7 +824,14 @@ struct Graph {
   }
 
   // Runs on tpu tensors (views allowed); returns fresh dense outputs.
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs) {
+  // |into|: per output, None or a tensor to receive it in place (a mutated graph input: its
+  // storage takes the result's buffer, no copy). A usable |into| tensor is dense, of the output's
+  // dtype and shape, and the whole of its storage; for it the returned entry is None, else the
+  // caller gets a fresh tensor to copy from.
+  std::vector<std::optional<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
+                                             const std::vector<std::optional<at::Tensor>>& into) {
+    TORCH_CHECK(into.empty() || into.size() == outputs.size(), "graph: expected ",
+                outputs.size(), " output targets, got ", into.size());
     TORCH_CHECK(static_cast<int>(inputs.size()) == tp_graph_input_count(g), "graph: expected ",
                 tp_graph_input_count(g), " inputs, got ", inputs.size());
     c10::DeviceIndex device = g_current_device;
@@ -847,15 +845,25 @@ struct Graph {
     c10::Device dev(DeviceType::PrivateUse1, device);
     std::vector<int64_t> keys(tp_graph_random_count(g) + 1);
     for (int r = 0; r < tp_graph_random_count(g); r++) keys[r] = next_random_key(std::nullopt, device);
-    std::vector<at::Tensor> outs;
+    std::vector<std::optional<at::Tensor>> outs;
     std::vector<tp_storage_t*> out_storages;
     {
       c10::DeviceGuard guard(dev);
-      for (int v : outputs) {
-        const tp_meta_t* m = tp_graph_value_meta(g, v);
-        outs.push_back(at::empty(c10::IntArrayRef(m->sizes, m->ndim),
-                                 at::TensorOptions().dtype(from_tp(m->dtype)).device(dev)));
-        out_storages.push_back(storage_of(outs.back()));
+      for (size_t k = 0; k < outputs.size(); k++) {
+        const tp_meta_t* m = tp_graph_value_meta(g, outputs[k]);
+        c10::IntArrayRef shape(m->sizes, m->ndim);
+        if (!into.empty() && into[k] && into[k]->defined()) {
+          const at::Tensor& t = *into[k];
+          if (t.device() == dev && to_tp(t.scalar_type()) == m->dtype && t.sizes() == shape &&
+              t.is_contiguous() && t.storage_offset() == 0 &&
+              t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size()) {
+            out_storages.push_back(storage_of(t));
+            outs.emplace_back(std::nullopt);
+            continue;
+          }
+        }
+        outs.emplace_back(at::empty(shape, at::TensorOptions().dtype(from_tp(m->dtype)).device(dev)));
+        out_storages.push_back(storage_of(*outs.back()));
       }
     }
     out_storages.push_back(nullptr);
@@ -871,6 +879,17 @@ struct Graph {
     return outs;
   }
 };
+
+// ---- copies, views, storage ops ----
+
+// A tpu tensor of a dtype the C core does not know (complex, ...) is kept as bytes, so it can
+// still be stored and moved: ops on it run on CPU through the fallback. Such a tensor is read and
+// written through the run of storage bytes it reaches, from its first element to its last.
+int64_t element_span(const at::Tensor& t) {
+  int64_t span = 1;
+  for (int64_t i = 0; i < t.dim(); i++) span += (t.size(i) - 1) * t.stride(i);
+  return span;
+}
 
 tp_view_t byte_span(const at::Tensor& t) {
   int64_t item = static_cast<int64_t>(t.itemsize());
@@ -1080,6 +1099,7 @@ at::Tensor tpu_unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (int i = 0; i < tp_op_count; i++) {
     const tp_op_def_t& d = tp_op_table[i];
+    if (d.flags & TP_OPF_GRAPH) continue;  // views and factories: PyTorch's own kernels
     if (!is_composite_implicit(d.name))
       m.impl(d.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 0)));
     if (d.inplace)
@@ -1094,7 +1114,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", tpu_empty_strided);
   m.impl("copy_", tpu_copy_);
   m.impl("_copy_from", tpu_copy_from);
-    if (d.flags & TP_OPF_GRAPH) continue;  // views and factories: PyTorch's own kernels
   m.impl("_copy_from_and_resize", tpu_copy_from_and_resize);
   m.impl("_local_scalar_dense", tpu_local_scalar_dense);
   m.impl("resize_", tpu_resize_);
@@ -1106,6 +1125,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", tpu_view);
   m.impl("_reshape_alias", tpu_reshape_alias);
   m.impl("unfold", tpu_unfold);
+  // Complex tensors are bytes on tpu, so their real views are PyTorch's own metadata views.
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
 }
 
 // torch.autocast("tpu"): PyTorch's own op policy lists (the ones CUDA uses): matmuls and
@@ -1171,6 +1193,8 @@ py::dict stats() {
     for (auto& kv : g_fallbacks) fb[py::str(kv.first)] = kv.second;
   }
   d["fallbacks"] = fb;
+  d["graph_runs"] = g_graph_runs.load();
+  d["graph_compiles"] = g_graph_compiles.load();
   tp_exec_cache_t* c = tp_eager_cache();
   d["cached_executables"] = c ? tp_exec_cache_size(c) : 0;
   return d;
@@ -1178,6 +1202,8 @@ py::dict stats() {
 
 void reset_stats() {
   tp_runtime_stats_reset();
+  g_graph_runs = 0;
+  g_graph_compiles = 0;
   std::lock_guard<std::mutex> g(g_fallback_lock);
   g_fallbacks.clear();
 }
@@ -1185,6 +1211,7 @@ void reset_stats() {
 py::list native_ops() {
   py::list l;
   for (int i = 0; i < tp_op_count; i++) {
+    if (tp_op_table[i].flags & TP_OPF_GRAPH) continue;
     l.append(tp_op_table[i].name);
     if (tp_op_table[i].inplace) l.append(tp_op_table[i].inplace);
     if (tp_op_table[i].out) l.append(tp_op_table[i].out);
@@ -1192,8 +1219,6 @@ py::list native_ops() {
   return l;
 }
 
-  d["graph_runs"] = g_graph_runs.load();
-  d["graph_compiles"] = g_graph_compiles.load();
 py::dict plugin_info() {
   tp_client_t* c = client();
   py::dict d;
@@ -1201,8 +1226,6 @@ py::dict plugin_info() {
   tp_client_api_version(c, &major, &minor);
   d["platform"] = tp_client_platform_name(c);
   d["platform_version"] = tp_client_platform_version(c);
-  g_graph_runs = 0;
-  g_graph_compiles = 0;
   d["plugin_path"] = tp_client_plugin_path(c);
   d["pjrt_api_version"] = py::make_tuple(major, minor);
   py::list devs;
@@ -1210,7 +1233,6 @@ py::dict plugin_info() {
   d["devices"] = devs;
   d["cache_dir"] = tp_exec_cache_dir(tp_eager_cache());
   return d;
-    if (tp_op_table[i].flags & TP_OPF_GRAPH) continue;
 }
 
 }  // namespace
@@ -1224,6 +1246,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("stats", &stats);
   m.def("reset_stats", &reset_stats);
   m.def("native_ops", &native_ops);
+  m.def("graph_ops", [] {  // rows only whole graphs use (views, factories)
+    py::list l;
+    for (int i = 0; i < tp_op_count; i++)
+      if (tp_op_table[i].flags & TP_OPF_GRAPH) l.append(tp_op_table[i].name);
+    return l;
+  });
   m.def("plugin_info", &plugin_info);
   m.def("set_strict", [](bool on) { g_strict = on; });
   m.def("strict", [] { return g_strict.load(); });
@@ -1245,12 +1273,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(d); });
   m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
   m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
-  m.def("graph_ops", [] {  // rows only whole graphs use (views, factories)
-    py::list l;
-    for (int i = 0; i < tp_op_count; i++)
-      if (tp_op_table[i].flags & TP_OPF_GRAPH) l.append(tp_op_table[i].name);
-    return l;
-  });
   m.def("set_cache_capacity", [](int64_t n) {
     tp_exec_cache_set_capacity(tp_eager_cache(), static_cast<size_t>(n));
   });
@@ -1263,16 +1285,16 @@ PYBIND11_MODULE(_C, m) {
     check(tp_executable_compile(client(), mlir.c_str(), mlir.size(), &exe));
     tp_executable_release(exe);
   });
-  m.def("storage_buffer_dtype", [](const at::Tensor& t) {
-    tp_storage_t* s = storage_of(t);
-    return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();
-  });
-}
   py::class_<Graph>(m, "Graph")
       .def(py::init<>())
       .def("input", &Graph::input)
       .def("node", &Graph::node)
       .def("set_outputs", &Graph::set_outputs)
-      .def("run", &Graph::run)
+      .def("run", &Graph::run, py::arg("inputs"), py::arg("into") = std::vector<std::optional<at::Tensor>>{})
       .def_property_readonly("node_count", [](const Graph& g) { return tp_graph_node_count(g.g); })
       .def_property_readonly("random_count", [](const Graph& g) { return tp_graph_random_count(g.g); });
+  m.def("storage_buffer_dtype", [](const at::Tensor& t) {
+    tp_storage_t* s = storage_of(t);
+    return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();
+  });
+}

@@ -17,7 +17,8 @@ import warnings
 
 import torch
 
-_stats = {"graphs": 0, "partitions": 0, "splits": collections.Counter(), "split_reasons": {}}
+_stats = {"graphs": 0, "partitions": 0, "host_ops": 0, "splits": collections.Counter(),
+          "split_reasons": {}}
 
 
 def stats():
@@ -27,13 +28,14 @@ def stats():
     from torch_pjrt import _C
     s = _C.stats()
     return {"graphs": _stats["graphs"], "partitions": _stats["partitions"],
+            "host_ops": _stats["host_ops"],
             "splits": dict(_stats["splits"]), "split_reasons": dict(_stats["split_reasons"]),
             "graph_runs": s["graph_runs"],
             "graph_compiles": s["graph_compiles"]}
 
 
 def reset_stats():
-    _stats["graphs"] = _stats["partitions"] = 0
+    _stats["graphs"] = _stats["partitions"] = _stats["host_ops"] = 0
     _stats["splits"].clear()
     _stats["split_reasons"].clear()
 
@@ -55,6 +57,7 @@ class _Partition:
         self.nodes = []     # fx nodes lowered here
         self.outputs = []   # fx nodes whose values leave the program
         self.eager = False  # the program failed to build: run the nodes one by one
+        self.mutations = [] # (graph input, node): the input takes the node's value in place
 
     def _value(self, n):
         """The program value for fx node |n|, adding it as an input when it comes from outside."""
@@ -70,6 +73,22 @@ class _Partition:
 
     def add(self, node):
         """Lowers |node| here; raises _NotNative (the partition unchanged in meaning) if it can't."""
+        if _on_host(node):
+            raise _HostOp("works on CPU tensors")
+        if node.target is torch.ops.aten.copy_.default:
+            # The write-back of a mutated graph input (optimizer state, ...): the program's
+            # result goes straight into the input's storage.
+            dst, src = node.args
+            val, dval = src.meta.get("val"), dst.meta.get("val")
+            if (dst.op != "placeholder" or not isinstance(val, torch.Tensor) or
+                    not isinstance(dval, torch.Tensor) or val.shape != dval.shape or
+                    val.dtype != dval.dtype or node.kwargs):
+                raise _NotNative("a copy_ that is not a plain write-back of an input")
+            self._value(src)
+            self.mutations.append((dst, src))
+            self.values[node] = self.values[src]
+            self.nodes.append(node)
+            return
         if node.target is operator.getitem:
             src, idx = node.args
             if src not in self.values or not isinstance(self.values[src], list):
@@ -154,14 +173,48 @@ class _Partition:
         return p
 
     def finish(self, used_outside):
-        own = set(self.nodes)
-        self.outputs = [n for n in self.nodes if n in used_outside and n in own
+        mutated = {n for n in self.nodes if n.target is torch.ops.aten.copy_.default}
+        self.outputs = [n for n in self.nodes if n in used_outside and n not in mutated
                         and isinstance(self.values[n], torch.Tensor)]
-        self.graph.set_outputs([self.values[n] for n in self.outputs])
+        self.graph.set_outputs([self.values[n] for n in self.outputs] +
+                               [self.values[src] for _, src in self.mutations])
+
+    def run(self, env):
+        ins = [env[n] for n in self.inputs]
+        ins = [t if t.device.type == "tpu" else t.to("tpu") for t in ins]
+        into = [None] * len(self.outputs) + [env[dst] for dst, _ in self.mutations]
+        res = self.graph.run(ins, into)
+        env.update(zip(self.outputs, res))
+        for (dst, _), r in zip(self.mutations, res[len(self.outputs):]):
+            if r is not None:  # the input could not take the buffer (a view, ...): copy
+                env[dst].copy_(r)
+        for n in self.nodes:
+            if n.target is torch.ops.aten.copy_.default:
+                env[n] = env[n.args[0]]
 
 
 class _NotNative(Exception):
     pass
+
+
+class _HostOp(_NotNative):
+    """A node on CPU tensors (an optimizer's step counters, ...): it runs eagerly on CPU, as the
+    user placed it; not a split of device work."""
+
+
+def _on_host(node):
+    """True when the node computes on CPU: its result is a CPU tensor, or all its tensor inputs
+    are. (CPU 0-dim inputs of a device op are fine: the program gets them as inputs.)"""
+    def flat(vals):
+        out = []
+        for v in vals:
+            out.extend(v if isinstance(v, (list, tuple)) else [v])
+        return [v for v in out if isinstance(v, torch.Tensor)]
+    res = flat([node.meta.get("val")])
+    ins = flat([a.meta.get("val") for a in node.all_input_nodes])
+    if any(v.device.type == "cpu" for v in res):
+        return True
+    return bool(ins) and all(v.device.type == "cpu" for v in ins)
 
 
 def _partition(gm):
@@ -173,13 +226,20 @@ def _partition(gm):
         if node.target is operator.getitem and node.args[0] not in part.values:
             steps.append(node)  # picks from an eager result: runs before the open partition
             continue
-        inputs_before = len(part.inputs)
+        inputs_before, nodes_before = len(part.inputs), part.graph.node_count
         try:
             part.add(node)
             continue
+        except _HostOp as e:
+            made_here = set(part.values) - set(part.inputs)
+            if not any(a in made_here for a in node.all_input_nodes):
+                steps.append(node)  # independent of the open partition: runs before it
+                _stats["host_ops"] += 1
+                continue
+            _stats["split_reasons"][str(node.target)] = str(e)
         except _NotNative as e:
             _stats["split_reasons"][str(node.target)] = str(e)
-        if len(part.inputs) != inputs_before or part.graph.node_count != _count_ops(part):
+        if len(part.inputs) != inputs_before or part.graph.node_count != nodes_before:
             part = part.rebuilt()
         if part.nodes:
             steps.append(part)
@@ -202,10 +262,6 @@ def _partition(gm):
     return steps
 
 
-def _count_ops(part):
-    return sum(1 for n in part.nodes if n.target is not operator.getitem)
-
-
 def _compile_graph(gm, example_inputs):
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     _stats["graphs"] += 1
@@ -225,10 +281,8 @@ def _compile_graph(gm, example_inputs):
 
         for step in steps:
             if isinstance(step, _Partition) and not step.eager:
-                ins = [env[n] for n in step.inputs]
-                ins = [t if t.device.type == "tpu" else t.to("tpu") for t in ins]
                 try:
-                    env.update(zip(step.outputs, step.graph.run(ins)))
+                    step.run(env)
                     continue
                 except RuntimeError as e:
                     if "building or compiling" not in str(e):
@@ -260,5 +314,8 @@ def _decompositions():
 def backend(gm, example_inputs, **kwargs):
     """The Dynamo backend callable named "tpu"."""
     from torch._dynamo.backends.common import aot_autograd
+    # Inference graphs (an optimizer step, a no_grad forward) keep their input mutations as
+    # copy_ nodes, which the partition turns into in-place results.
     return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
-                        decompositions=_decompositions())(gm, example_inputs)
+                        decompositions=_decompositions(),
+                        keep_inference_input_mutations=True)(gm, example_inputs)
