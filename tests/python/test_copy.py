@@ -310,3 +310,21 @@ def test_complex_conjugate_and_fft_results():
     z = torch.randn(3, 4, dtype=torch.cfloat, generator=torch.Generator().manual_seed(3))
     assert torch.equal(z.to(DEVICE).conj().cpu(), z.conj())
     assert torch.equal(z.to(DEVICE).conj().resolve_conj().cpu(), z.conj().resolve_conj())
+
+
+def test_complex_real_views_alias_their_storage():
+    z = torch.randn(3, 4, dtype=torch.cfloat, generator=torch.Generator().manual_seed(4))
+    t = z.to(DEVICE)
+    r = torch.view_as_real(t)
+    assert r.dtype == torch.float32 and r.stride() == (8, 2, 1)
+    assert torch.equal(r.cpu(), torch.view_as_real(z)) and torch.equal((r * 2).cpu(), torch.view_as_real(z) * 2)
+    r[:, :, 0] = 7.0  # a write through the real view changes the complex tensor
+    e = z.clone()
+    torch.view_as_real(e)[:, :, 0] = 7.0
+    assert torch.equal(t.cpu(), e)
+    f = make((3, 4, 2), torch.float32)
+    ft = f.to(DEVICE)
+    c = torch.view_as_complex(ft)
+    assert torch.equal(c.cpu(), torch.view_as_complex(f))
+    c.mul_(2)  # runs on CPU (complex), written back into the float storage
+    assert torch.equal(ft.cpu(), f * 2)
