@@ -70,7 +70,9 @@ typedef enum {
 } tp_pointwise_t;
 
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
-typedef enum { TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT } tp_random_t;
+typedef enum {
+  TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
+} tp_random_t;
 
 #define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \

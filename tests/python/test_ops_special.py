@@ -317,3 +317,21 @@ def test_linalg_cross(dtype):
     check_native(lambda x, y: torch.linalg.cross(x, y, dim=1), a, b)
     with pytest.raises(RuntimeError, match="must have length 3"):
         torch.linalg.cross(a.to(DEVICE), b.to(DEVICE), dim=2)
+
+
+# ---------------------------------------------------------------- random
+
+def test_normal_and_random_integers_distributions():
+    with torch_pjrt.strict():
+        x = torch.empty(50000, device=DEVICE).normal_(2.0, 3.0)
+        r = torch.empty(8000, device=DEVICE, dtype=I64).random_(-3, 5)
+        f = torch.empty(2000, device=DEVICE).random_(10)
+    x, r, f = x.cpu(), r.cpu(), f.cpu()
+    assert abs(x.mean().item() - 2.0) < 0.1 and abs(x.std().item() - 3.0) < 0.1
+    assert r.min().item() == -3 and r.max().item() == 4
+    assert torch.bincount(r + 3).min().item() > 800  # ~1000 each
+    assert torch.equal(f.unique(), torch.arange(10.0))
+    with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
+        torch.empty(3, device=DEVICE).random_(5, 2)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        torch.empty(3, device=DEVICE).normal_(0.0, -1.0)
