@@ -112,6 +112,8 @@ TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
 TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 /* pointwise.c */
 TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)
+/* pad.c: code bit 0 replication (else reflection), bit 1 backward */
+TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
 /* shape.c */
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
 /* sort.c: code 0 sort, 1 sort.stable, 2 topk, 3 kthvalue */

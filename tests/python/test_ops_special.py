@@ -335,3 +335,22 @@ def test_normal_and_random_integers_distributions():
         torch.empty(3, device=DEVICE).random_(5, 2)
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.empty(3, device=DEVICE).normal_(0.0, -1.0)
+
+
+# ---------------------------------------------------------------- reflection / replication pads
+
+@pytest.mark.parametrize("mode,pad,shape", [
+    ("reflect", (2, 1), (2, 3, 5)), ("replicate", (3, 0), (3, 4)),
+    ("reflect", (1, 2, 2, 0), (1, 2, 3, 4)), ("replicate", (2, 2, 1, 3), (2, 3, 4)),
+    ("replicate", (-1, 2, 0, -2), (1, 2, 4, 5)), ("replicate", (1, 1, 1, 1, 1, 1), (1, 1, 2, 3, 2)),
+], ids=str)
+def test_mode_pads_forward_backward(mode, pad, shape):
+    x = make(shape, F32, seed=30)
+    check_native(lambda t: torch.nn.functional.pad(t, pad, mode=mode), x)
+    grads = []
+    for dev in ("cpu", DEVICE):
+        xd = x.detach().to(dev).requires_grad_()
+        y = torch.nn.functional.pad(xd, pad, mode=mode)
+        (y * torch.arange(y.numel(), dtype=F32).reshape(y.shape).to(dev)).sum().backward()
+        grads.append(xd.grad)
+    assert_same(grads[1], grads[0])
