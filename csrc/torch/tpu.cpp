@@ -461,8 +461,13 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
       a->arg.kind = TP_ARG_SCALAR;
       a->arg.wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
       a->arg.meta.dtype = dt;
-      if (tp_dtype_is_float(dt)) a->arg.f = t.item<double>();
-      else a->arg.i = t.item<int64_t>();
+      // Read straight from host memory: no dispatch (which a Python mode could intercept).
+      AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, t.scalar_type(),
+                                 "tpu_scalar_arg", [&] {
+        scalar_t v = *t.const_data_ptr<scalar_t>();
+        if (tp_dtype_is_float(dt)) a->arg.f = static_cast<double>(v);
+        else a->arg.i = static_cast<int64_t>(v);
+      });
     } else {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                   "devices, tpu:", static_cast<int>(g_current_device), " and ", t.device(), "!");

@@ -46,6 +46,15 @@ def _is_tpu_device(d):
     return torch.device(d).type == "tpu"
 
 
+# While a graph with symbolic shapes is specialized: fx node -> its value in one eager run.
+_CONCRETE = {}
+
+
+def _val(n):
+    """An fx node's value for lowering: its traced (fake) value, or the concrete one."""
+    return _CONCRETE[n] if n in _CONCRETE else n.meta.get("val")
+
+
 class _Partition:
     """Consecutive graph nodes lowered into one program."""
 
@@ -63,9 +72,11 @@ class _Partition:
         """The program value for fx node |n|, adding it as an input when it comes from outside."""
         if n in self.values:
             return self.values[n]
-        val = n.meta.get("val")
+        val = _val(n)
         if not isinstance(val, torch.Tensor):
             raise _NotNative("a non-tensor value from outside the partition")
+        if not all(isinstance(d, int) for d in val.shape):
+            raise _NotNative("a symbolic shape")  # dynamic shapes: the node runs eagerly
         t = self.graph.input(val.dtype, list(val.shape))
         self.values[n] = t
         self.inputs.append(n)
@@ -79,7 +90,7 @@ class _Partition:
             # The write-back of a mutated graph input (optimizer state, ...): the program's
             # result goes straight into the input's storage.
             dst, src = node.args
-            val, dval = src.meta.get("val"), dst.meta.get("val")
+            val, dval = _val(src), _val(dst)
             if (dst.op != "placeholder" or not isinstance(val, torch.Tensor) or
                     not isinstance(dval, torch.Tensor) or val.shape != dval.shape or
                     val.dtype != dval.dtype or node.kwargs):
@@ -100,13 +111,18 @@ class _Partition:
             raise _NotNative("not an ATen op")
         if not _is_tpu_device(node.kwargs.get("device")):
             raise _NotNative("a result on another device")
-        val = node.meta.get("val")
+        val = _val(node)
         vals = list(val) if isinstance(val, (list, tuple)) else [val]
         if not all(v is None or isinstance(v, torch.Tensor) for v in vals):
             raise _NotNative("a non-tensor result")  # (None: an output the graph doesn't want)
+        if not all(v is None or all(isinstance(d, int) for d in v.shape) for v in vals):
+            raise _NotNative("a symbolic shape")
 
         def lower(a):
             if isinstance(a, torch.fx.Node):
+                v = _CONCRETE.get(a)
+                if v is not None and not isinstance(v, torch.Tensor):
+                    return v  # a size, specialized
                 return self._value(a)
             if isinstance(a, (list, tuple)):
                 return type(a)(lower(x) for x in a)
@@ -210,8 +226,11 @@ def _on_host(node):
         for v in vals:
             out.extend(v if isinstance(v, (list, tuple)) else [v])
         return [v for v in out if isinstance(v, torch.Tensor)]
-    res = flat([node.meta.get("val")])
-    ins = flat([a.meta.get("val") for a in node.all_input_nodes])
+    v = _val(node)
+    if isinstance(v, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True  # a size or a number: Python work
+    res = flat([v])
+    ins = flat([_val(a) for a in node.all_input_nodes])
     if any(v.device.type == "cpu" for v in res):
         return True
     return bool(ins) and all(v.device.type == "cpu" for v in ins)
@@ -262,9 +281,59 @@ def _partition(gm):
     return steps
 
 
+def _is_dynamic(gm):
+    for n in gm.graph.nodes:
+        v = _val(n)
+        if isinstance(v, (torch.SymInt, torch.SymFloat)):
+            return True
+        if isinstance(v, torch.Tensor) and not all(isinstance(d, int) for d in v.shape):
+            return True
+    return False
+
+
 def _compile_graph(gm, example_inputs):
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
     _stats["graphs"] += 1
+    if _is_dynamic(gm):
+        return _specializing(gm)
+    return _compile_static(gm)
+
+
+def _specializing(gm):
+    """A graph with symbolic shapes (dynamic=True, or Dynamo's automatic dynamic shapes after a
+    shape change): each new set of input shapes specializes it into static programs, the sizes
+    found by running the graph on fake tensors of those shapes."""
+    cache = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+    def run(args):
+        key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
+                    for a in args)
+        fn = cache.get(key)
+        if fn is None:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+            mode = FakeTensorMode(allow_non_fake_inputs=True)
+            env = {p: mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
+                   for p, a in zip(placeholders, args)}
+            load = lambda a: torch.fx.node.map_arg(a, lambda n: env[n])
+            with mode:
+                for n in gm.graph.nodes:
+                    if n.op == "call_function":
+                        env[n] = n.target(*load(n.args), **load(n.kwargs))
+                    elif n.op == "get_attr":
+                        env[n] = getattr(gm, n.target)
+            try:
+                _CONCRETE.update(env)
+                fn = cache[key] = _compile_static(gm)
+            finally:
+                _CONCRETE.clear()
+        return fn(args)
+
+    run._boxed_call = True
+    return run
+
+
+def _compile_static(gm):
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     with unset_fake_temporarily():  # the C graph builder works on real (meta) tensors
         steps = _partition(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]

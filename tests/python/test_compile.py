@@ -132,7 +132,18 @@ def test_new_input_shape_recompiles_and_is_counted():
         assert_same(f(x.to("tpu")), (x * 3).sin().sum(0), atol=1e-5, rtol=1e-5)
     s = tc.stats()
     assert s["graphs"] >= 2  # Dynamo's guard on the shape: a new graph for n=5
-    assert s["graph_runs"] - runs == 3
+    assert s["graph_runs"] - runs == 3  # every call one program, the dynamic re-trace included
+    assert s["splits"] == {}
+
+
+def test_dynamic_shapes_are_specialized_per_call_shape():
+    f = torch.compile(lambda x: (x * 3).sin().sum(0), backend="tpu", dynamic=True)
+    runs = tc.stats()["graph_runs"]
+    for n in (4, 5, 6, 5):
+        x = torch.randn(n, 3)
+        assert_same(f(x.to("tpu")), (x * 3).sin().sum(0), atol=1e-5, rtol=1e-5)
+    s = tc.stats()
+    assert s["graph_runs"] - runs == 4 and s["splits"] == {}
 
 
 def test_lowering_failure_degrades_to_eager_with_a_warning(monkeypatch):
