@@ -96,7 +96,8 @@ void tp_emit_addmm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
   out[0] = tp_hlo_convert(b, scale_add(b, args, n_args, in, p, 0, 3), out_meta->dtype);
 }
 
-/* bmm(self, mat2) and baddbmm(self, batch1, batch2, *, beta, alpha): code 1 marks baddbmm. */
+/* bmm(self, mat2) and baddbmm(self, batch1, batch2, *, beta, alpha): code 1 marks baddbmm;
+ * code 2 addbmm, which also sums the batch: beta * self + alpha * sum_i batch1[i] @ batch2[i]. */
 tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                           int *n_out) {
   int a = op->code ? 1 : 0;
@@ -114,6 +115,15 @@ tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
     return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type %s but found %s",
                           tp_dtype_name(x->dtype), tp_dtype_name(y->dtype));
   tp_meta_t m = {.dtype = x->dtype, .ndim = 3, .sizes = {x->sizes[0], x->sizes[1], y->sizes[2]}};
+  if (op->code == 2) { /* addbmm sums over the batch too */
+    m.ndim = 2;
+    m.sizes[0] = x->sizes[1];
+    m.sizes[1] = y->sizes[2];
+  }
+  if (op->code == 2 && (args[0].meta.ndim != 2 || args[0].meta.sizes[0] != m.sizes[0] ||
+                        args[0].meta.sizes[1] != m.sizes[1]))
+    /* CPU's addbmm_ resizes a broadcast self in place; a row cannot tell that call apart. */
+    return tp_make_status(TP_UNIMPLEMENTED, "addbmm with a broadcast self");
   if (op->code) {
     tp_meta_t shape;
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &m, &shape));
@@ -128,9 +138,12 @@ tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
 void tp_emit_bmm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   int a = op->code ? 1 : 0;
-  const int64_t xb = 0, yb = 0, xc = 2, yc = 1;
-  tp_hlo_value_t p = tp_hlo_dot_general(b, in[a], in[a + 1], 1, &xb, &yb, 1, &xc, &yc,
-                                        tp_math_dtype(in[a].dtype));
+  const int64_t xb = 0, yb = 0, xc = 2, yc = 1, xcs[2] = {0, 2}, ycs[2] = {0, 1};
+  tp_hlo_value_t p = op->code == 2
+                         ? tp_hlo_dot_general(b, in[a], in[a + 1], 0, NULL, NULL, 2, xcs, ycs,
+                                              tp_math_dtype(in[a].dtype))
+                         : tp_hlo_dot_general(b, in[a], in[a + 1], 1, &xb, &yb, 1, &xc, &yc,
+                                              tp_math_dtype(in[a].dtype));
   if (op->code) p = scale_add(b, args, n_args, in, p, 0, 3);
   out[0] = tp_hlo_convert(b, p, out_meta->dtype);
 }

@@ -354,3 +354,9 @@ def test_mode_pads_forward_backward(mode, pad, shape):
         (y * torch.arange(y.numel(), dtype=F32).reshape(y.shape).to(dev)).sum().backward()
         grads.append(xd.grad)
     assert_same(grads[1], grads[0])
+
+
+def test_addbmm():
+    s, b1, b2 = make((3, 4), F32, seed=31), make((5, 3, 2), F32, seed=32), make((5, 2, 4), F32, seed=33)
+    check_native(lambda a, x, y: torch.addbmm(a, x, y, beta=0.5, alpha=2), s, b1, b2)
+    check_native(lambda a, x, y: a.clone().addbmm_(x, y), s, b1, b2)
