@@ -33,6 +33,8 @@ struct tp_graph {
   int n_random;
   bytes_t desc;  /* the graph's description: the program key's first part */
   bytes_t key;   /* scratch: desc + the layouts of one run's inputs */
+  bytes_t last_layout;        /* the input layouts of the last run ... */
+  tp_executable_t *last_exe;  /* ... and its executable (retained): reruns skip the key */
 };
 
 static void put(bytes_t *s, const void *p, size_t n) {
@@ -82,6 +84,8 @@ void tp_graph_free(tp_graph_t *g) {
   free(g->outputs);
   free(g->desc.data);
   free(g->key.data);
+  free(g->last_layout.data);
+  if (g->last_exe) tp_executable_release(g->last_exe);
   free(g);
 }
 
@@ -301,9 +305,10 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     input_slot[i] = s;
   }
   tp_executable_t *exe = NULL;
+  bytes_t *k = &g->key;
   if (!st) {
-    /* The key: the graph, then per input its slot and view, then per slot its buffer. */
-    bytes_t *k = &g->key;
+    /* The key: the graph, then per input its slot and view, then per slot its buffer. The part
+     * after the graph is the layout; a run with the last run's layout reuses its executable. */
     k->len = 0;
     put(k, g->desc.data, g->desc.len);
     PUT_I64(k, g->n_outputs);
@@ -321,7 +326,13 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     }
     if (k->failed) st = oom();
   }
-  if (!st) {
+  size_t head = g->desc.len + 8 + sizeof(int) * (size_t)g->n_outputs;
+  if (!st && g->last_exe && g->last_layout.len == k->len - head &&
+      memcmp(g->last_layout.data, k->data + head, k->len - head) == 0) {
+    exe = g->last_exe;
+    tp_executable_retain(exe);
+  }
+  if (!st && !exe) {
     uint64_t hash = tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull);
     exe = tp_exec_cache_lookup(cache, g->key.data, g->key.len, hash);
     *out_compiled = exe == NULL;
@@ -335,6 +346,16 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
       }
       if (st) st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);
       free(text);
+    }
+    if (!st) {
+      g->last_layout.len = 0;
+      put(&g->last_layout, k->data + head, k->len - head);
+      if (g->last_exe) tp_executable_release(g->last_exe);
+      g->last_exe = NULL;
+      if (!g->last_layout.failed) {
+        g->last_exe = exe;
+        tp_executable_retain(exe);
+      }
     }
   }
   if (!st) {
