@@ -620,6 +620,9 @@ def main(argv=None):
     models_p.add_argument("--timeout", type=float, default=180, help="seconds one model may take")
     models_p.add_argument("--jobs", type=int, default=1, help="worker processes in parallel")
     models_p.add_argument("--shuffle", action="store_true", help="run in a fixed mixed order (a cut-short run is a sample)")
+    models_p.add_argument("--time-limit", type=float, help="seconds: start no model after this")
+    models_p.add_argument("--resume", action="store_true",
+                          help="keep the results in DIR/models.progress.jsonl; run the rest and the cpu-invalid (or only --only)")
     models_p.add_argument("--out", default=os.path.join(ROOT, "compat"), help="directory for models.json")
     models_p.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"), help="markdown report path")
     sub.add_parser("worker", help=argparse.SUPPRESS)
@@ -642,7 +645,8 @@ def main(argv=None):
                      if "=" in args.limit else int(args.limit))
         os.makedirs(args.out, exist_ok=True)
         doc = compat_models.run(args.suites.split(","), only, limit, args.jobs, args.timeout, command,
-                                os.path.join(args.out, "models.progress.jsonl"), args.shuffle)
+                                os.path.join(args.out, "models.progress.jsonl"), args.shuffle,
+                                args.resume, args.time_limit)
         path = compat_models.write(doc, args.out)
         write_markdown(args.out, args.md)
         print(f"wrote {path} and {args.md}", file=sys.stderr)

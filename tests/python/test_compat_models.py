@@ -1,5 +1,6 @@
 """The model harness's own rules (torch_pjrt.compat_models): tiny configs, the CPU-vs-tpu check
 of one model, and a COMPAT.md that keeps both the op sweep's and the harness's results."""
+import copy
 import json
 
 import pytest
@@ -55,3 +56,19 @@ def test_compat_md_keeps_ops_and_models_sections(tmp_path):
     # The op sweep rewrites COMPAT.md through the same function: the models section stays.
     compat.write_report({k: v for k, v in ops.items() if k != "cases"}, ops["cases"], str(tmp_path), str(md))
     assert "## Models" in md.read_text()
+
+
+def test_float64_decides_a_float32_mismatch():
+    # When tpu and CPU float32 results differ, float64 decides: CPU's float32 result off and
+    # tpu's at the float64 value passes; the other way round is still a failure.
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1).eval()
+    x = torch.tensor([[1.0, 2.0, -3.0, 0.5]])
+    exact = compat_models._run(copy.deepcopy(model).double(), x.double(), 0)
+    expected = {k: v.float() + (0.5 if k == "out" else 0.0) for k, v in exact.items()}  # CPU "off"
+    actual = {k: v.float() for k, v in exact.items()}
+    mismatch = AssertionError("out: max abs diff 0.5 (atol 0.0001)")
+    note = compat_models._float64_verdict(model, x, 0, actual, expected, mismatch)
+    assert "float64" in note
+    with pytest.raises(AssertionError, match="max abs diff"):  # the tpu side off: still a failure
+        compat_models._float64_verdict(model, x, 0, expected, actual, mismatch)
