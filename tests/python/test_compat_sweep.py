@@ -56,3 +56,8 @@ def test_known_causes_name_real_ops_and_dtypes():
         assert dtype in compat.DTYPES and set(variants) <= set(compat.VARIANTS) and cause
     assert compat.known_cause("nn.functional.conv_transpose2d", "bfloat16", "function")
     assert compat.known_cause("nn.functional.conv_transpose2d", "bfloat16", "backward") is None
+
+
+def test_device_generator_ops_compare_shapes_only():
+    assert not compat.values_comparable(_op("randn")) and not compat.values_comparable(_op("randint"))
+    assert compat.values_comparable(_op("add"))
