@@ -196,8 +196,7 @@ class _Partition:
                                [self.values[src] for _, src in self.mutations])
 
     def run(self, env):
-        ins = [env[n] for n in self.inputs]
-        ins = [t if t.device.type == "tpu" else t.to("tpu") for t in ins]
+        ins = _to_device([env[n] for n in self.inputs])
         into = [None] * len(self.outputs) + [env[dst] for dst, _ in self.mutations]
         res = self.graph.run(ins, into)
         env.update(zip(self.outputs, res))
@@ -207,6 +206,23 @@ class _Partition:
         for n in self.nodes:
             if n.target is torch.ops.aten.copy_.default:
                 env[n] = env[n.args[0]]
+
+
+def _to_device(ins):
+    """Program inputs on the device. CPU 0-dim tensors (an optimizer's bias corrections, one per
+    parameter) travel together: one stacked copy per dtype, each input a view into it."""
+    groups = {}
+    for i, t in enumerate(ins):
+        if t.device.type != "tpu":
+            if t.dim() == 0:
+                groups.setdefault(t.dtype, []).append(i)
+            else:
+                ins[i] = t.to("tpu")
+    for idx in groups.values():
+        packed = torch.stack([ins[i] for i in idx]).to("tpu")
+        for k, i in enumerate(idx):
+            ins[i] = packed[k]
+    return ins
 
 
 class _NotNative(Exception):
