@@ -147,6 +147,9 @@ tp_status_t *tp_infer_unary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
   TP_RETURN_IF_ERROR(need_tensor(op, args, n_args, 0));
   if (no_half_on_cpu(op, args[0].meta.dtype))
     return tp_make_status(TP_UNIMPLEMENTED, "%s of a 16-bit float", op->name);
+  /* CPU has no abs kernel for bool: its own error, through the fallback. */
+  if (op->code == TP_U_ABS && args[0].meta.dtype == TP_DTYPE_BOOL)
+    return tp_make_status(TP_UNIMPLEMENTED, "abs of bool");
   TP_RETURN_IF_ERROR(check_dtype_flags(op, args[0].meta.dtype));
   out[0] = args[0].meta;
   if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(out[0].dtype))
