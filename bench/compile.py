@@ -104,7 +104,10 @@ def main():
     p.add_argument("--reps", type=int, default=5, help="timed rounds (median reported)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
+    p.add_argument("--threads", type=int, help="PyTorch CPU threads (default: PyTorch's choice)")
     a = p.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     cfg = dict(vocab=128, d=32, heads=2, layers=1, seq=16) if a.quick else {}
     base = TinyLM(**cfg)
@@ -123,7 +126,7 @@ def main():
             print(f"  {eng:13s} {work}: {results[(eng, work)]:8.1f} steps/s", flush=True)
     print()
     print(f"TinyLM batch {a.batch} x {seq} tokens; steps/s, median of {a.reps} rounds of "
-          f"{a.steps} steps")
+          f"{a.steps} steps; PyTorch CPU threads: {torch.get_num_threads()}")
     print("| workload | tpu eager | tpu compiled | cpu eager | cpu inductor | compiled/eager | "
           "compiled/cpu eager | compiled/inductor |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
