@@ -154,7 +154,7 @@ static void check_golden(const char *name, tp_op_arg_t *args, int n_args, const 
   char path[256];
   snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, file);
   FILE *f = fopen(path, "rb");
-  char expect[8192] = {0};
+  char expect[1 << 15] = {0};
   if (f) {
     size_t r = fread(expect, 1, sizeof(expect) - 1, f);
     expect[r] = 0;
@@ -278,6 +278,41 @@ static void test_conv_nn_dtypes(void) {
   CHECK(n == 3 && out[0].dtype == TP_DTYPE_BF16 && out[1].dtype == TP_DTYPE_F32 && out[2].dtype == TP_DTYPE_F32);
 }
 
+static tp_op_arg_t ints_arg(int n, const int64_t *v) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_INTS;
+  a.n = n;
+  for (int i = 0; i < n; i++) a.ints[i] = v[i];
+  return a;
+}
+
+/* Average pooling: PyTorch's output sizes (ceil_mode drops a window starting in the right
+ * padding), CPU's dtypes (others fall back), and the emitted separable window sums. */
+static void test_avg_pool(void) {
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  const tp_op_def_t *ap = op("avg_pool2d");
+  tp_op_arg_t none = {0};
+  /* avg_pool2d(x[1,2,5,6], kernel 3, stride 2, padding 1, ceil_mode, count_include_pad) */
+  tp_op_arg_t a[7] = {tensor(TP_DTYPE_F32, 4, (int64_t[]){1, 2, 5, 6}), ints_arg(1, (int64_t[]){3}),
+                      ints_arg(1, (int64_t[]){2}), ints_arg(1, (int64_t[]){1}), int_arg(1), int_arg(1), none};
+  CHECK_OK(ap->infer(ap, a, 7, out, &n));
+  CHECK(n == 1 && out[0].ndim == 4 && out[0].sizes[2] == 3 && out[0].sizes[3] == 4);
+  a[0].meta.dtype = TP_DTYPE_I32; /* CPU has no int32 kernel */
+  tp_status_t *st = ap->infer(ap, a, 7, out, &n);
+  CHECK(st && tp_status_code(st) == TP_UNIMPLEMENTED);
+  tp_status_free(st);
+  a[0].meta.dtype = TP_DTYPE_F32;
+  a[3] = ints_arg(1, (int64_t[]){2}); /* padding over half the kernel: CPU words the error */
+  st = ap->infer(ap, a, 7, out, &n);
+  CHECK(st && tp_status_code(st) == TP_UNIMPLEMENTED);
+  tp_status_free(st);
+  /* _adaptive_avg_pool2d(x[3,5,4], [2,3]) */
+  tp_op_arg_t ad[2] = {tensor(TP_DTYPE_F32, 3, (int64_t[]){3, 5, 4}), ints_arg(2, (int64_t[]){2, 3})};
+  check_golden("_adaptive_avg_pool2d", ad, 2, "adaptive_avg_pool2d_f32.mlir");
+}
+
 int main(void) {
   test_table();
   test_conv_nn_dtypes();
@@ -286,5 +321,6 @@ int main(void) {
   test_reduce_linalg_infer();
   test_golden();
   test_added_ops_infer();
+  test_avg_pool();
   TEST_MAIN_END("ops_test");
 }

@@ -1,0 +1,196 @@
+/* Average pooling: avg_pool2d/3d, adaptive average pooling 2d/3d and their backwards. Every
+ * window is a box, so the window sum is separable: one dot_general per spatial dim with a 0/1
+ * membership matrix M[o, i] built from iotas. The divisor is a product of per-dim counts, applied
+ * once after the sum as the CPU kernels do. The backward divides the gradient by the same
+ * divisor and contracts with the transposed matrices. Depends on ops/ helpers and hlo/ only.
+ * |code|: the spatial rank k (2 or 3), plus 4 for adaptive, plus 8 for backward. */
+#include <string.h>
+
+#include "ops/families.h"
+
+typedef struct {
+  int k;
+  bool adaptive, backward;
+  int64_t ks[3], st[3], pd[3];
+  bool ceil_mode, include_pad;
+  int64_t divisor; /* 0: none */
+} avg_t;
+
+static void triple(const tp_op_arg_t *a, int k, const int64_t *dflt, int64_t *out) {
+  int n = a->kind == TP_ARG_INTS ? a->n : 0;
+  for (int i = 0; i < k; i++) out[i] = n == 0 ? (dflt ? dflt[i] : 0) : a->ints[n == 1 ? 0 : i];
+}
+
+static int64_t avg_out(int64_t in, const avg_t *p, int i) {
+  int64_t span = in + 2 * p->pd[i] - p->ks[i];
+  int64_t o = (p->ceil_mode ? (span + p->st[i] - 1) / p->st[i] : span / p->st[i]) + 1;
+  if (p->ceil_mode && (o - 1) * p->st[i] >= in + p->pd[i]) o--;
+  return o;
+}
+
+/* Parses the arguments after self (and grad_output). Calls CPU rejects fall back so CPU words
+ * the error. */
+static tp_status_t *parse_avg(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, avg_t *p) {
+  memset(p, 0, sizeof(*p));
+  p->k = op->code & 3;
+  p->adaptive = op->code & 4;
+  p->backward = op->code & 8;
+  int t = p->backward ? 1 : 0;
+  if (n_args < t + 1 || args[t].kind != TP_ARG_TENSOR || (p->backward && args[0].kind != TP_ARG_TENSOR))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  if (p->adaptive) {
+    if (!p->backward && (n_args < 2 || args[1].kind != TP_ARG_INTS || args[1].n != p->k))
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: output_size", op->name);
+    return NULL;
+  }
+  if (n_args < t + 7 || args[t + 1].kind != TP_ARG_INTS)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  const tp_op_arg_t *a = &args[t + 1];
+  for (int j = 0; j < 3; j++)
+    if (a[j].kind == TP_ARG_INTS && a[j].n != 0 && a[j].n != 1 && a[j].n != p->k)
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: tuple length", op->name);
+  if (a[0].n == 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: kernel_size", op->name);
+  triple(&a[0], p->k, NULL, p->ks);
+  triple(&a[1], p->k, p->ks, p->st);
+  triple(&a[2], p->k, NULL, p->pd);
+  p->ceil_mode = a[3].kind == TP_ARG_INT && a[3].i;
+  p->include_pad = a[4].kind == TP_ARG_INT && a[4].i;
+  if (a[5].kind == TP_ARG_INT) {
+    if (a[5].i == 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: divisor_override 0", op->name);
+    p->divisor = a[5].i;
+  }
+  for (int i = 0; i < p->k; i++)
+    if (p->ks[i] < 1 || p->st[i] < 1 || p->pd[i] < 0 || p->pd[i] > p->ks[i] / 2)
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: kernel/stride/padding", op->name);
+  return NULL;
+}
+
+tp_status_t *tp_infer_avg_pool(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                               int *n_out) {
+  avg_t p;
+  TP_RETURN_IF_ERROR(parse_avg(op, args, n_args, &p));
+  const tp_meta_t *x = &args[p.backward ? 1 : 0].meta;
+  int nd = x->ndim, k = p.k;
+  if (nd != k + 1 && nd != k + 2) return tp_make_status(TP_UNIMPLEMENTED, "%s: rank", op->name);
+  for (int d = 0; d < nd; d++)
+    if (x->sizes[d] == 0 && !(d == 0 && nd == k + 2))
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: empty input", op->name);
+  /* CPU's dtypes: floats (no half for avg_pool3d), and int64 for the non-adaptive forward. */
+  tp_dtype_t dt = p.backward ? args[0].meta.dtype : x->dtype;
+  bool ok = dt == TP_DTYPE_F32 || dt == TP_DTYPE_F64 || dt == TP_DTYPE_BF16 ||
+            (dt == TP_DTYPE_F16 && !(k == 3 && !p.adaptive)) ||
+            (dt == TP_DTYPE_I64 && !p.adaptive && !p.backward);
+  /* 16-bit floats: CPU rounds every step of these (the backwards add each window's share into
+   * the 16-bit gradient one by one; adaptive 3d sums in 16 bits), which a matrix sum cannot
+   * reproduce. */
+  bool half = dt == TP_DTYPE_BF16 || dt == TP_DTYPE_F16;
+  if (half && (p.backward || (p.adaptive && k == 3))) ok = false;
+  if (!ok || (p.backward && args[0].meta.dtype != x->dtype))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: dtype", op->name);
+  tp_meta_t o = *x;
+  for (int i = 0; i < k; i++) {
+    int d = nd - k + i;
+    if (p.adaptive) {
+      o.sizes[d] = p.backward ? args[0].meta.sizes[d] : args[1].ints[i];
+      if (o.sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output_size", op->name);
+    } else {
+      o.sizes[d] = avg_out(x->sizes[d], &p, i);
+      if (o.sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output size", op->name);
+    }
+  }
+  if (p.backward) {
+    const tp_meta_t *g = &args[0].meta;
+    if (g->ndim != nd || memcmp(g->sizes, o.sizes, sizeof(int64_t) * (size_t)nd) != 0)
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: grad_output shape", op->name);
+    o = *x;
+  }
+  out[0] = o;
+  *n_out = 1;
+  return NULL;
+}
+
+static tp_hlo_value_t cst(tp_hlo_builder_t *b, const tp_hlo_value_t *like, double v) {
+  return tp_emit_full_like(b, v, like);
+}
+
+/* Window bounds [lo, hi) of output position |o| (an i64 iota) along spatial dim i over |n| inputs,
+ * clipped to the input; |full| receives CPU's count_include_pad size (avg_pool only). */
+static void bounds(tp_hlo_builder_t *b, const avg_t *p, int i, int64_t n, int64_t n_out,
+                   tp_hlo_value_t o, tp_hlo_value_t *lo, tp_hlo_value_t *hi, tp_hlo_value_t *full) {
+  if (p->adaptive) { /* floor(o*n/out), ceil((o+1)*n/out) */
+    *lo = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_MUL, o, cst(b, &o, (double)n)), cst(b, &o, (double)n_out));
+    tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, o, cst(b, &o, 1)), cst(b, &o, (double)n));
+    *hi = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_ADD, e, cst(b, &o, (double)(n_out - 1))), cst(b, &o, (double)n_out));
+    *full = tp_hlo_binary(b, TP_HLO_SUB, *hi, *lo);
+    return;
+  }
+  tp_hlo_value_t s = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_binary(b, TP_HLO_MUL, o, cst(b, &o, (double)p->st[i])),
+                                   cst(b, &o, (double)p->pd[i]));
+  tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_ADD, s, cst(b, &o, (double)p->ks[i])),
+                                   cst(b, &o, (double)(n + p->pd[i])));
+  *full = tp_hlo_binary(b, TP_HLO_SUB, e, s);
+  *lo = tp_hlo_binary(b, TP_HLO_MAX, s, cst(b, &o, 0));
+  *hi = tp_hlo_binary(b, TP_HLO_MIN, e, cst(b, &o, (double)n));
+}
+
+/* M[o, i] = 1 where input i lies in output o's window, in |dt|. */
+static tp_hlo_value_t window_matrix(tp_hlo_builder_t *b, const avg_t *p, int i, int64_t n,
+                                    int64_t n_out, tp_dtype_t dt) {
+  int64_t dims[2] = {n_out, n};
+  tp_hlo_value_t o = tp_hlo_iota(b, TP_DTYPE_I64, 2, dims, 0), in = tp_hlo_iota(b, TP_DTYPE_I64, 2, dims, 1);
+  tp_hlo_value_t lo, hi, full;
+  bounds(b, p, i, n, n_out, o, &lo, &hi, &full);
+  tp_hlo_value_t m = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GE, in, lo), tp_hlo_compare(b, TP_CMP_LT, in, hi));
+  return tp_hlo_convert(b, m, dt);
+}
+
+/* The divisor of every output position, shape |o|, i64 (0 for a window wholly in padding). */
+static tp_hlo_value_t divisor(tp_hlo_builder_t *b, const avg_t *p, const tp_meta_t *x, const tp_meta_t *o) {
+  tp_hlo_value_t div = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 1), o->ndim, o->sizes);
+  tp_hlo_value_t any_empty = tp_hlo_compare(b, TP_CMP_NE, div, div);
+  for (int i = 0; i < p->k; i++) {
+    int d = o->ndim - p->k + i;
+    tp_hlo_value_t oi = tp_hlo_iota(b, TP_DTYPE_I64, o->ndim, o->sizes, d);
+    tp_hlo_value_t lo, hi, full;
+    bounds(b, p, i, x->sizes[d], o->sizes[d], oi, &lo, &hi, &full);
+    tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_SUB, hi, lo);
+    any_empty = tp_hlo_binary(b, TP_HLO_OR, any_empty, tp_hlo_compare(b, TP_CMP_LE, c, cst(b, &c, 0)));
+    div = tp_hlo_binary(b, TP_HLO_MUL, div, p->include_pad && !p->adaptive ? full : c);
+  }
+  if (p->divisor) div = cst(b, &div, (double)p->divisor);
+  return tp_hlo_select(b, any_empty, cst(b, &div, 0), div);
+}
+
+void tp_emit_avg_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                      int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                      tp_hlo_value_t *out) {
+  avg_t p;
+  tp_status_t *st = parse_avg(op, args, n_args, &p);
+  if (st) {
+    tp_hlo_fail(b, st);
+    return;
+  }
+  const tp_meta_t *x = &args[p.backward ? 1 : 0].meta;
+  const tp_meta_t *o = p.backward ? &args[0].meta : &out_meta[0];
+  int nd = x->ndim, first = nd - p.k;
+  tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
+  tp_hlo_value_t div = divisor(b, &p, x, o);
+  tp_hlo_value_t zero_div = tp_hlo_compare(b, TP_CMP_EQ, div, cst(b, &div, 0));
+  tp_hlo_value_t v = tp_hlo_convert(b, in[0], md);
+  if (p.backward) { /* the gradient each output spreads over its window */
+    tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, cst(b, &div, 1), div), md);
+    v = tp_hlo_select(b, zero_div, cst(b, &v, 0), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
+  }
+  /* Contracting the first spatial dim each time moves the new dim last: the order comes back. */
+  for (int i = 0; i < p.k; i++) {
+    int d = first + i;
+    tp_hlo_value_t m = window_matrix(b, &p, i, x->sizes[d], o->sizes[d], md);
+    int64_t vc = first, mc = p.backward ? 0 : 1;
+    v = tp_hlo_dot_general(b, v, m, 0, NULL, NULL, 1, &vc, &mc, md);
+  }
+  if (!p.backward) {
+    tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, cst(b, &div, 1), div), md);
+    v = tp_hlo_select(b, zero_div, cst(b, &v, 0), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
+  }
+  out[0] = tp_hlo_convert(b, v, out_meta[0].dtype);
+}

@@ -1,0 +1,77 @@
+"""Average pooling (fixed windows and adaptive, 2d/3d, with backwards) against CPU under strict
+mode: no CPU fallback where the op is native."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_pjrt
+from tpu_helpers import DEVICE, assert_same, make
+
+F32, BF16, I64 = torch.float32, torch.bfloat16, torch.int64
+
+
+def check(fn, x, *, backward=True):
+    want = fn(x)
+    xd = x.detach().to(DEVICE)
+    if backward:
+        x = x.detach().requires_grad_(True)
+        xd.requires_grad_(True)
+        want = fn(x)
+    with torch_pjrt.strict():
+        got = fn(xd)
+        if backward:
+            g = make(tuple(want.shape), x.dtype, seed=3)
+            want.backward(g)
+            got.backward(g.to(DEVICE))
+        torch.tpu.synchronize()
+    assert_same(got, want.detach())
+    if backward:
+        assert_same(xd.grad, x.grad)
+
+
+AVG2D = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=2, stride=3, divisor_override=3),
+]
+
+
+@pytest.mark.parametrize("kw", AVG2D, ids=range(len(AVG2D)))
+@pytest.mark.parametrize("dtype", [F32, I64], ids=["float32", "int64"])
+def test_avg_pool2d(kw, dtype):
+    x = make((2, 3, 7, 8), dtype, low=-50, high=50)
+    check(lambda t: F.avg_pool2d(t, **kw), x, backward=dtype.is_floating_point)
+
+
+def test_avg_pool2d_bf16_forward_unbatched():
+    check(lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True), make((3, 7, 8), BF16), backward=False)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=(2, 1, 2), padding=1,
+                                                          ceil_mode=True, count_include_pad=False)],
+                         ids=["k2", "ceil_excl"])
+def test_avg_pool3d(kw):
+    check(lambda t: F.avg_pool3d(t, **kw), make((2, 2, 5, 6, 7), F32))
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 5), (4, 7), (9, 2)], ids=str)
+def test_adaptive_avg_pool2d(size):
+    check(lambda t: F.adaptive_avg_pool2d(t, size), make((2, 3, 7, 6), F32))
+
+
+def test_adaptive_avg_pool3d():
+    check(lambda t: F.adaptive_avg_pool3d(t, (2, 3, 5)), make((2, 3, 5, 4, 7), F32))
+
+
+def test_empty_batch():
+    check(lambda t: F.avg_pool2d(t, 2), make((0, 3, 4, 4), F32), backward=False)
+
+
+def test_cpu_errors_stay_cpu_errors():
+    x = make((1, 3, 4, 4), F32).to(DEVICE)
+    with pytest.raises(RuntimeError, match="pad should be at most half"):
+        F.avg_pool2d(x, 2, padding=2)
+    with pytest.raises(RuntimeError, match="not implemented for 'Int'"):
+        F.avg_pool2d(x.int(), 2)
