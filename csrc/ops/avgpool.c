@@ -1,8 +1,8 @@
 /* Average pooling: avg_pool2d/3d, adaptive average pooling 2d/3d and their backwards. Every
- * window is a box, so the window sum is separable: one dot_general per spatial dim with a 0/1
- * membership matrix M[o, i] built from iotas. The divisor is a product of per-dim counts, applied
+ * window is a box, so the window sum is separable: one pass per spatial dim, adding the
+ * window's offsets one gather at a time (bounds from iotas). The divisor is a product of per-dim counts, applied
  * once after the sum as the CPU kernels do. The backward divides the gradient by the same
- * divisor and contracts with the transposed matrices. Depends on ops/ helpers and hlo/ only.
+ * divisor and scatter-adds it back over the same windows. Depends on ops/ helpers and hlo/ only.
  * |code|: the spatial rank k (2 or 3), plus 4 for adaptive, plus 8 for backward. */
 #include <string.h>
 
@@ -133,15 +133,66 @@ static void bounds(tp_hlo_builder_t *b, const avg_t *p, int i, int64_t n, int64_
   *hi = tp_hlo_binary(b, TP_HLO_MIN, e, cst(b, &o, (double)n));
 }
 
-/* M[o, i] = 1 where input i lies in output o's window, in |dt|. */
-static tp_hlo_value_t window_matrix(tp_hlo_builder_t *b, const avg_t *p, int i, int64_t n,
-                                    int64_t n_out, tp_dtype_t dt) {
-  int64_t dims[2] = {n_out, n};
-  tp_hlo_value_t o = tp_hlo_iota(b, TP_DTYPE_I64, 2, dims, 0), in = tp_hlo_iota(b, TP_DTYPE_I64, 2, dims, 1);
+/* The largest window along spatial dim i: the number of offsets each output walks. */
+static int64_t max_window(const avg_t *p, int i, int64_t n, int64_t m) {
+  if (!p->adaptive) return p->ks[i];
+  int64_t k = 1;
+  for (int64_t o = 0; o < m; o++) {
+    int64_t w = ((o + 1) * n + m - 1) / m - o * n / m;
+    if (w > k) k = w;
+  }
+  return k;
+}
+
+/* Row-major linear index into |shape| of every position of |idx|'s shape, with |idx| as the
+ * coordinate along dim d and the position's own coordinate elsewhere. */
+static tp_hlo_value_t linear_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
+                                   const int64_t *shape) {
+  tp_hlo_value_t lin = cst(b, &idx, 0);
+  int64_t stride = 1;
+  for (int j = ndim - 1; j >= 0; j--) {
+    tp_hlo_value_t c = j == d ? idx : tp_hlo_iota(b, TP_DTYPE_I64, idx.ndim, idx.dims, j);
+    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)stride)));
+    stride *= shape[j];
+  }
+  return lin;
+}
+
+/* Sums (forward) or spreads (backward) |v| over the windows along dim d: from n positions to m
+ * outputs, or back. Gathers and scatters rather than a 0/1 matrix product, so an inf stays in
+ * its own windows instead of turning every other sum into NaN. */
+static tp_hlo_value_t window_pass(tp_hlo_builder_t *b, const avg_t *p, int i, int d, int64_t n,
+                                  int64_t m, tp_hlo_value_t v) {
+  int64_t os[TP_MAX_DIMS], is[TP_MAX_DIMS];
+  memcpy(os, v.dims, sizeof(os));
+  memcpy(is, v.dims, sizeof(is));
+  os[d] = m;
+  is[d] = n;
+  tp_hlo_value_t oi = tp_hlo_iota(b, TP_DTYPE_I64, v.ndim, os, d);
   tp_hlo_value_t lo, hi, full;
-  bounds(b, p, i, n, n_out, o, &lo, &hi, &full);
-  tp_hlo_value_t m = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GE, in, lo), tp_hlo_compare(b, TP_CMP_LT, in, hi));
-  return tp_hlo_convert(b, m, dt);
+  bounds(b, p, i, n, m, oi, &lo, &hi, &full);
+  int64_t K = max_window(p, i, n, m), n_in = 1, n_out = 1;
+  for (int j = 0; j < v.ndim; j++) {
+    n_in *= is[j];
+    n_out *= os[j];
+  }
+  tp_hlo_value_t zero = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), v.ndim, os);
+  tp_hlo_value_t acc = p->backward ? tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &n_in) : zero;
+  tp_hlo_value_t flat = p->backward ? v : tp_hlo_reshape(b, v, 1, &n_in);
+  for (int64_t t = 0; t < K; t++) {
+    tp_hlo_value_t src = tp_hlo_binary(b, TP_HLO_ADD, lo, cst(b, &lo, (double)t));
+    tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_LT, src, hi);
+    src = tp_hlo_binary(b, TP_HLO_MIN, src, cst(b, &src, (double)(n - 1)));
+    tp_hlo_value_t lin = tp_hlo_reshape(b, linear_index(b, src, d, v.ndim, is), 1, &n_out);
+    if (p->backward) {
+      tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_select(b, valid, flat, zero), 1, &n_out);
+      acc = tp_hlo_scatter_1d_op(b, acc, lin, g, TP_HLO_ADD);
+    } else {
+      tp_hlo_value_t x = tp_hlo_reshape(b, tp_hlo_gather_1d(b, flat, lin), v.ndim, os);
+      acc = tp_hlo_binary(b, TP_HLO_ADD, acc, tp_hlo_select(b, valid, x, zero));
+    }
+  }
+  return p->backward ? tp_hlo_reshape(b, acc, v.ndim, is) : acc;
 }
 
 /* The divisor of every output position, shape |o|, i64 (0 for a window wholly in padding). */
@@ -174,6 +225,10 @@ void tp_emit_avg_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   const tp_meta_t *o = p.backward ? &args[0].meta : &out_meta[0];
   int nd = x->ndim, first = nd - p.k;
   tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
+  if (tp_meta_numel(x) == 0 || tp_meta_numel(o) == 0) { /* an empty batch: nothing to gather */
+    out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[0].dtype, 0), out_meta[0].ndim, out_meta[0].sizes);
+    return;
+  }
   tp_hlo_value_t div = divisor(b, &p, x, o);
   tp_hlo_value_t zero_div = tp_hlo_compare(b, TP_CMP_EQ, div, cst(b, &div, 0));
   tp_hlo_value_t v = tp_hlo_convert(b, in[0], md);
@@ -181,12 +236,9 @@ void tp_emit_avg_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
     tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, cst(b, &div, 1), div), md);
     v = tp_hlo_select(b, zero_div, cst(b, &v, 0), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
   }
-  /* Contracting the first spatial dim each time moves the new dim last: the order comes back. */
   for (int i = 0; i < p.k; i++) {
     int d = first + i;
-    tp_hlo_value_t m = window_matrix(b, &p, i, x->sizes[d], o->sizes[d], md);
-    int64_t vc = first, mc = p.backward ? 0 : 1;
-    v = tp_hlo_dot_general(b, v, m, 0, NULL, NULL, 1, &vc, &mc, md);
+    v = window_pass(b, &p, i, d, x->sizes[d], o->sizes[d], v);
   }
   if (!p.backward) {
     tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, cst(b, &div, 1), div), md);

@@ -308,8 +308,8 @@ static void test_avg_pool(void) {
   st = ap->infer(ap, a, 7, out, &n);
   CHECK(st && tp_status_code(st) == TP_UNIMPLEMENTED);
   tp_status_free(st);
-  /* _adaptive_avg_pool2d(x[3,5,4], [2,3]) */
-  tp_op_arg_t ad[2] = {tensor(TP_DTYPE_F32, 3, (int64_t[]){3, 5, 4}), ints_arg(2, (int64_t[]){2, 3})};
+  /* _adaptive_avg_pool2d(x[1,3,2], [2,1]): windows [0,2) and [1,3) overlap */
+  tp_op_arg_t ad[2] = {tensor(TP_DTYPE_F32, 3, (int64_t[]){1, 3, 2}), ints_arg(2, (int64_t[]){2, 1})};
   check_golden("_adaptive_avg_pool2d", ad, 2, "adaptive_avg_pool2d_f32.mlir");
 }
 

@@ -75,3 +75,11 @@ def test_cpu_errors_stay_cpu_errors():
         F.avg_pool2d(x, 2, padding=2)
     with pytest.raises(RuntimeError, match="not implemented for 'Int'"):
         F.avg_pool2d(x.int(), 2)
+
+
+def test_inf_stays_in_its_windows():
+    x = make((1, 2, 6, 6), F32)
+    x[0, 0, 1, 1] = float("inf")
+    x[0, 1, 4, 2] = float("-inf")
+    check(lambda t: F.avg_pool2d(t, 2, 2), x, backward=False)
+    check(lambda t: F.adaptive_avg_pool2d(t, (4, 3)), x, backward=False)
