@@ -83,3 +83,24 @@ def test_inf_stays_in_its_windows():
     x[0, 1, 4, 2] = float("-inf")
     check(lambda t: F.avg_pool2d(t, 2, 2), x, backward=False)
     check(lambda t: F.adaptive_avg_pool2d(t, (4, 3)), x, backward=False)
+
+
+UPSAMPLE = [
+    ("nearest", (2, 3, 5), dict(scale_factor=2.5)),
+    ("nearest", (2, 3, 5, 4), dict(size=(3, 9))),
+    ("nearest", (1, 2, 3, 4, 5), dict(scale_factor=(1.5, 0.5, 2.0))),
+    ("nearest-exact", (2, 3, 7), dict(size=4)),
+    ("nearest-exact", (2, 3, 5, 4), dict(scale_factor=1.7)),
+    ("nearest-exact", (1, 2, 3, 4, 5), dict(size=(5, 3, 7))),
+]
+
+
+@pytest.mark.parametrize("mode,shape,kw", UPSAMPLE, ids=range(len(UPSAMPLE)))
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
+def test_upsample_nearest(mode, shape, kw, dtype):
+    check(lambda t: F.interpolate(t, mode=mode, **kw), make(shape, dtype))
+
+
+def test_upsample_nearest_uint8():
+    x = make((1, 3, 4, 5), torch.uint8, low=0, high=255)
+    check(lambda t: F.interpolate(t, scale_factor=1.5, mode="nearest"), x, backward=False)
