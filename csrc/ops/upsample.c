@@ -1,15 +1,17 @@
-/* Nearest-neighbour upsampling (upsample_nearest{1,2,3}d, _upsample_nearest_exact{1,2,3}d) and
- * their backwards. Each output position reads one input position per spatial dim, computed in
+/* Nearest-neighbour and linear upsampling (upsample_nearest{1,2,3}d,
+ * _upsample_nearest_exact{1,2,3}d, upsample_{linear1d,bilinear2d,trilinear3d}) and their backwards. Each output position reads one input position per spatial dim, computed in
  * the same float arithmetic as CPU's source-index helpers, so the forward is one gather per dim
  * and the backward one scatter-add per dim. Depends on ops/ helpers and hlo/ only.
- * |code|: the spatial rank k (1..3), plus 4 for nearest-exact, plus 8 for backward. */
+ * Linear modes (upsample_linear1d, bilinear2d, trilinear3d) gather the two neighbours per dim
+ * and weight them, or scatter the weighted gradient back.
+ * |code|: the spatial rank k (1..3), plus 4 for nearest-exact, 8 for backward, 16 for linear. */
 #include <string.h>
 
 #include "ops/families.h"
 
 typedef struct {
   int k;
-  bool exact, backward;
+  bool exact, backward, linear, align_corners;
   int64_t in[TP_MAX_DIMS], out[TP_MAX_DIMS]; /* full shapes */
   int ndim;
   double scales[3]; /* <= 0: none */
@@ -20,11 +22,17 @@ static tp_status_t *parse_up(const tp_op_def_t *op, const tp_op_arg_t *args, int
   p->k = op->code & 3;
   p->exact = op->code & 4;
   p->backward = op->code & 8;
-  int k = p->k, sc = p->backward ? 3 : 2;
+  p->linear = op->code & 16;
+  int k = p->k, sc = (p->backward ? 3 : 2) + (p->linear ? 1 : 0);
   if (n_args < sc + k || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INTS ||
       (p->backward && args[2].kind != TP_ARG_INTS))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   const tp_meta_t *x = &args[0].meta;
+  if (p->linear) {
+    if (args[sc - 1].kind != TP_ARG_INT)
+      return tp_make_status(TP_INVALID_ARGUMENT, "%s: align_corners", op->name);
+    p->align_corners = args[sc - 1].i != 0;
+  }
   if (args[1].n != k) return tp_make_status(TP_UNIMPLEMENTED, "%s: output_size", op->name);
   if (p->backward) {
     if (args[2].n != k + 2 || x->ndim != k + 2)
@@ -58,6 +66,9 @@ tp_status_t *tp_infer_upsample(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
   /* CPU's dtypes: floats and uint8 forward, floats backward (16-bit ones summed in float). */
   bool ok = dt == TP_DTYPE_F32 || dt == TP_DTYPE_F64 || half ||
             (dt == TP_DTYPE_U8 && !p.backward);
+  /* Linear forward of 16-bit floats: CPU's kernels round weights and sums in ways that differ
+   * by sample (1-ulp mismatches); it and uint8 (its own kernel) fall back. */
+  if (p.linear && !(dt == TP_DTYPE_F32 || dt == TP_DTYPE_F64 || (half && p.backward))) ok = false;
   if (!ok) return tp_make_status(TP_UNIMPLEMENTED, "%s: dtype", op->name);
   tp_meta_t o = args[0].meta;
   if (p.backward) {
@@ -104,6 +115,51 @@ static tp_hlo_value_t lin_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, 
   return lin;
 }
 
+/* CPU's linear source indices and weights along spatial dim i for outputs |o| (an i64 iota):
+ * the real index in |md| (float for float, double for double) from area_pixel_compute_source_index,
+ * i0 = min(floor(real), n - 1), i1 = i0 + (i0 < n - 1), l1 = clamp(real - i0, 0, 1), l0 = 1 - l1;
+ * equal sizes copy (l0 = 1, l1 = 0). */
+static void linear_index(tp_hlo_builder_t *b, const up_t *p, int i, tp_hlo_value_t o, tp_dtype_t md,
+                         tp_hlo_value_t *i0, tp_hlo_value_t *i1, tp_hlo_value_t *l0, tp_hlo_value_t *l1) {
+  int64_t n = p->in[2 + i], m = p->out[2 + i];
+  if (n == m) {
+    *i0 = *i1 = o;
+    *l1 = tp_emit_full_like(b, 0, &o);
+    *l1 = tp_hlo_convert(b, *l1, md);
+    *l0 = tp_emit_full_like(b, 1, l1);
+    return;
+  }
+  double scale; /* area_pixel_compute_scale in md */
+  if (md == TP_DTYPE_F32) {
+    float sf = p->align_corners ? (m > 1 ? (float)(n - 1) / (float)(m - 1) : 0.0f)
+                                : (p->scales[i] > 0 ? (float)(1.0 / p->scales[i]) : (float)n / (float)m);
+    scale = sf;
+  } else {
+    scale = p->align_corners ? (m > 1 ? (double)(n - 1) / (double)(m - 1) : 0.0)
+                             : (p->scales[i] > 0 ? 1.0 / p->scales[i] : (double)n / (double)m);
+  }
+  tp_hlo_value_t real;
+  if (p->align_corners) {
+    real = tp_hlo_convert(b, o, md);
+    real = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, scale, &real), real);
+  } else { /* scale * (o + 0.5) - 0.5 in double, stored in md, negatives to 0 */
+    real = tp_hlo_convert(b, o, TP_DTYPE_F64);
+    real = tp_hlo_binary(b, TP_HLO_ADD, real, tp_emit_full_like(b, 0.5, &real));
+    real = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, scale, &real), real);
+    real = tp_hlo_binary(b, TP_HLO_SUB, real, tp_emit_full_like(b, 0.5, &real));
+    real = tp_hlo_convert(b, real, md);
+    real = tp_hlo_binary(b, TP_HLO_MAX, real, tp_emit_full_like(b, 0, &real));
+  }
+  tp_hlo_value_t f = tp_hlo_convert(b, tp_hlo_unary(b, TP_HLO_FLOOR, tp_hlo_convert(b, real, TP_DTYPE_F32)), TP_DTYPE_I64);
+  *i0 = tp_hlo_binary(b, TP_HLO_MIN, f, tp_emit_full_like(b, (double)(n - 1), &f));
+  tp_hlo_value_t more = tp_hlo_compare(b, TP_CMP_LT, *i0, tp_emit_full_like(b, (double)(n - 1), i0));
+  *i1 = tp_hlo_select(b, more, tp_hlo_binary(b, TP_HLO_ADD, *i0, tp_emit_full_like(b, 1, i0)), *i0);
+  tp_hlo_value_t l = tp_hlo_binary(b, TP_HLO_SUB, real, tp_hlo_convert(b, *i0, md));
+  l = tp_hlo_binary(b, TP_HLO_MAX, l, tp_emit_full_like(b, 0, &l));
+  *l1 = tp_hlo_binary(b, TP_HLO_MIN, l, tp_emit_full_like(b, 1, &l));
+  *l0 = tp_hlo_binary(b, TP_HLO_SUB, tp_emit_full_like(b, 1, l1), *l1);
+}
+
 void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                       int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                       tp_hlo_value_t *out) {
@@ -121,19 +177,42 @@ void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t v = p.backward ? tp_hlo_convert(b, in[0], tp_math_dtype(in[0].dtype)) : in[0];
   int64_t cur[TP_MAX_DIMS];
   memcpy(cur, p.backward ? p.out : p.in, sizeof(cur));
-  for (int i = 0; i < p.k; i++) {
-    int d = 2 + i;
+  if (p.linear) v = tp_hlo_convert(b, v, tp_math_dtype(in[0].dtype));
+  /* Linear: the last dim first, then outwards, as CPU's nested weighted sums run. */
+  for (int ii = 0; ii < p.k; ii++) {
+    int i = p.linear ? p.k - 1 - ii : ii, d = 2 + i;
     int64_t big[TP_MAX_DIMS], small[TP_MAX_DIMS]; /* shapes with dim d at output / input size */
     memcpy(big, cur, sizeof(big));
     memcpy(small, cur, sizeof(small));
     big[d] = p.out[d];
     small[d] = p.in[d];
-    tp_hlo_value_t src = source_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d));
     int64_t n_big = 1, n_small = 1;
     for (int j = 0; j < nd; j++) {
       n_big *= big[j];
       n_small *= small[j];
     }
+    if (p.linear) {
+      tp_hlo_value_t i0, i1, l0, l1;
+      linear_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d), v.dtype, &i0, &i1, &l0, &l1);
+      tp_hlo_value_t a0 = tp_hlo_reshape(b, lin_index(b, i0, d, nd, small), 1, &n_big);
+      tp_hlo_value_t a1 = tp_hlo_reshape(b, lin_index(b, i1, d, nd, small), 1, &n_big);
+      if (p.backward) {
+        tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &n_small);
+        tp_hlo_value_t g0 = tp_hlo_reshape(b, tp_hlo_binary(b, TP_HLO_MUL, v, l0), 1, &n_big);
+        tp_hlo_value_t g1 = tp_hlo_reshape(b, tp_hlo_binary(b, TP_HLO_MUL, v, l1), 1, &n_big);
+        tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, zeros, a0, g0, TP_HLO_ADD);
+        v = tp_hlo_reshape(b, tp_hlo_scatter_1d_op(b, r, a1, g1, TP_HLO_ADD), nd, small);
+        memcpy(cur, small, sizeof(cur));
+      } else {
+        tp_hlo_value_t flat = tp_hlo_reshape(b, v, 1, &n_small);
+        tp_hlo_value_t x0 = tp_hlo_reshape(b, tp_hlo_gather_1d(b, flat, a0), nd, big);
+        tp_hlo_value_t x1 = tp_hlo_reshape(b, tp_hlo_gather_1d(b, flat, a1), nd, big);
+        v = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, x0, l0), tp_hlo_binary(b, TP_HLO_MUL, x1, l1));
+        memcpy(cur, big, sizeof(cur));
+      }
+      continue;
+    }
+    tp_hlo_value_t src = source_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d));
     tp_hlo_value_t lin = tp_hlo_reshape(b, lin_index(b, src, d, nd, small), 1, &n_big);
     if (p.backward) {
       tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &n_small);

@@ -104,3 +104,28 @@ def test_upsample_nearest(mode, shape, kw, dtype):
 def test_upsample_nearest_uint8():
     x = make((1, 3, 4, 5), torch.uint8, low=0, high=255)
     check(lambda t: F.interpolate(t, scale_factor=1.5, mode="nearest"), x, backward=False)
+
+
+LINEAR = [
+    ("linear", (2, 3, 5), dict(scale_factor=2.5)),
+    ("linear", (2, 3, 9), dict(size=4, align_corners=True)),
+    ("bilinear", (2, 3, 5, 4), dict(size=(3, 9))),
+    ("bilinear", (1, 2, 4, 6), dict(scale_factor=1.7, align_corners=True)),
+    ("bilinear", (1, 2, 4, 6), dict(size=(4, 6))),
+    ("trilinear", (1, 2, 3, 4, 5), dict(scale_factor=(1.5, 0.5, 2.0))),
+    ("trilinear", (1, 2, 3, 4, 5), dict(size=(5, 3, 7), align_corners=True)),
+]
+
+
+@pytest.mark.parametrize("mode,shape,kw", LINEAR, ids=range(len(LINEAR)))
+def test_upsample_linear(mode, shape, kw):
+    check(lambda t: F.interpolate(t, mode=mode, **kw), make(shape, F32))
+    check(lambda t: F.interpolate(t, mode=mode, **kw), make(shape, torch.float64), backward=False)
+
+
+def test_upsample_bilinear_bf16_backward():
+    x = make((2, 3, 5, 4), BF16).requires_grad_(True)
+    xd = x.detach().to(DEVICE).requires_grad_(True)
+    F.interpolate(x, size=(7, 9), mode="bilinear").sum().backward()
+    F.interpolate(xd, size=(7, 9), mode="bilinear").sum().backward()
+    assert_same(xd.grad, x.grad)
