@@ -124,6 +124,8 @@ TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 TP_DECLARE_OP(tp_infer_avg_pool, tp_emit_avg_pool)
 /* upsample.c: code = spatial rank + 4 nearest-exact + 8 backward */
 TP_DECLARE_OP(tp_infer_upsample, tp_emit_upsample)
+/* frexp.c */
+TP_DECLARE_OP(tp_infer_frexp, tp_emit_frexp)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)

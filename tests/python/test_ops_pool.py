@@ -129,3 +129,16 @@ def test_upsample_bilinear_bf16_backward():
     F.interpolate(x, size=(7, 9), mode="bilinear").sum().backward()
     F.interpolate(xd, size=(7, 9), mode="bilinear").sum().backward()
     assert_same(xd.grad, x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, BF16, torch.float16], ids=str)
+def test_frexp_special_values(dtype):
+    info = torch.finfo(dtype)
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -1e-3, 7.5e2, float("inf"), -float("inf"),
+                      float("nan"), info.max, info.tiny, info.tiny / 4, -info.tiny / 8], dtype=dtype)
+    want_m, want_e = torch.frexp(x)
+    with torch_pjrt.strict():
+        m, e = torch.frexp(x.to(DEVICE))
+        torch.tpu.synchronize()
+    assert_same(m, want_m)
+    assert_same(e, want_e)
