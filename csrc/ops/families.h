@@ -101,6 +101,7 @@ TP_DECLARE_OP(tp_infer_mse, tp_emit_mse)
 TP_DECLARE_OP(tp_infer_nll, tp_emit_nll)
 TP_DECLARE_OP(tp_infer_batch_norm, tp_emit_batch_norm)
 TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
+TP_DECLARE_OP(tp_infer_group_norm, tp_emit_group_norm) /* code 0 forward, 1 backward */
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce) /* 0 scatter_reduce, 1 index_reduce, 2 index_fill */

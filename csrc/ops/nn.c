@@ -681,3 +681,94 @@ void tp_emit_batch_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, con
   out[1] = tp_hlo_convert(b, dw, out_meta[1].dtype);
   out[2] = tp_hlo_convert(b, db, out_meta[2].dtype);
 }
+
+/* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd) and
+ * (code 1) native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group,
+ * output_mask) -> (grad_input, grad_weight, grad_bias). Statistics are [N, group], in the
+ * input's dtype (the weight's when it differs, as CPU's mixed-type kernel keeps them). */
+tp_status_t *tp_infer_group_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                 tp_meta_t *out, int *n_out) {
+  bool bwd = op->code == 1;
+  int x_at = bwd ? 1 : 0, w_at = bwd ? 4 : 1, n_at = bwd ? 5 : 3;
+  if (n_args < n_at + 4 || args[x_at].kind != TP_ARG_TENSOR || (bwd && args[0].kind != TP_ARG_TENSOR))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  const tp_meta_t *x = &args[x_at].meta;
+  int64_t n = args[n_at].i, c = args[n_at + 1].i, hw = args[n_at + 2].i, g = args[n_at + 3].i;
+  if (!tp_dtype_is_float(x->dtype))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s of a non-float input", op->name);
+  if (x->ndim < 2 || g <= 0 || c % g != 0 || tp_meta_numel(x) != n * c * hw || x->sizes[0] != n ||
+      x->sizes[1] != c)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: Expected number of channels in input to be "
+                          "divisible by num_groups, and sizes N, C, HxW to match the input", op->name);
+  tp_dtype_t sd = x->dtype;
+  if (args[w_at].kind == TP_ARG_TENSOR) {
+    if (args[w_at].meta.ndim != 1 || args[w_at].meta.sizes[0] != c)
+      return tp_make_status(TP_INVALID_ARGUMENT, "%s: Expected weight to be a vector of size "
+                            "equal to the number of channels in input", op->name);
+    sd = args[w_at].meta.dtype;
+  }
+  out[0] = *x;
+  out[0].writes_arg = 0;
+  if (bwd) {
+    tp_meta_t w = {sd, 1, {c}, 0};
+    out[1] = out[2] = w;
+  } else {
+    tp_meta_t s = {sd, 2, {n, g}, 0};
+    out[1] = out[2] = s;
+  }
+  *n_out = 3;
+  return NULL;
+}
+
+void tp_emit_group_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                        int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                        tp_hlo_value_t *out) {
+  bool bwd = op->code == 1;
+  int x_at = bwd ? 1 : 0, w_at = bwd ? 4 : 1, n_at = bwd ? 5 : 3;
+  int64_t n = args[n_at].i, c = args[n_at + 1].i, hw = args[n_at + 2].i, g = args[n_at + 3].i;
+  int64_t d = c / g * hw, ngd[3] = {n, g, d}, nchw[3] = {n, c, hw}, ng1[3] = {n, g, 1};
+  tp_dtype_t md = tp_math_dtype(args[x_at].meta.dtype);
+  int64_t chan = 1;
+  tp_hlo_value_t x = tp_hlo_reshape(b, tp_hlo_convert(b, in[x_at], md), 3, ngd);
+  tp_hlo_value_t w = {0};
+  if (args[w_at].kind == TP_ARG_TENSOR)
+    w = tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[w_at], md), 3, nchw, &chan);
+  if (!bwd) {
+    tp_hlo_value_t eps = tp_hlo_constant(b, md, args[7].kind == TP_ARG_FLOAT ? args[7].f : 1e-5);
+    tp_hlo_value_t mean, rstd, y;
+    normalize(b, x, 2, eps, &mean, &rstd, &y);
+    y = tp_hlo_reshape(b, y, 3, nchw);
+    if (args[1].kind == TP_ARG_TENSOR) y = tp_hlo_binary(b, TP_HLO_MUL, y, w);
+    if (args[2].kind == TP_ARG_TENSOR)
+      y = tp_hlo_binary(b, TP_HLO_ADD, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[2], md), 3, nchw, &chan));
+    out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, y, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
+    int64_t ng[2] = {n, g};
+    out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, mean, 2, ng), out_meta[1].dtype);
+    out[2] = tp_hlo_convert(b, tp_hlo_reshape(b, rstd, 2, ng), out_meta[2].dtype);
+    return;
+  }
+  /* xhat = (x - mean) * rstd per group; with go = grad_out * weight:
+   * dx = rstd * (go - mean_group(go) - xhat * mean_group(go * xhat)). */
+  int64_t bd[2] = {0, 1}, red = 2, red_c[2] = {0, 2};
+  tp_hlo_value_t mean = tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, tp_hlo_convert(b, in[2], md), 3, ng1), 3, ngd, (int64_t[]){0, 1, 2});
+  tp_hlo_value_t rstd = tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, tp_hlo_convert(b, in[3], md), 3, ng1), 3, ngd, (int64_t[]){0, 1, 2});
+  (void)bd;
+  tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, mean), rstd);
+  tp_hlo_value_t go_c = tp_hlo_reshape(b, tp_hlo_convert(b, in[0], md), 3, nchw);
+  tp_hlo_value_t zero = tp_hlo_constant(b, md, 0);
+  /* grad_weight / grad_bias: per channel over N and HxW. */
+  tp_hlo_value_t xhat_c = tp_hlo_reshape(b, xhat, 3, nchw);
+  out[1] = tp_hlo_convert(b, tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, go_c, xhat_c), zero, TP_HLO_ADD, 2, red_c), out_meta[1].dtype);
+  out[2] = tp_hlo_convert(b, tp_hlo_reduce(b, go_c, zero, TP_HLO_ADD, 2, red_c), out_meta[2].dtype);
+  if (args[w_at].kind == TP_ARG_TENSOR) go_c = tp_hlo_binary(b, TP_HLO_MUL, go_c, w);
+  tp_hlo_value_t go = tp_hlo_reshape(b, go_c, 3, ngd);
+  tp_hlo_value_t inv_d = tp_hlo_constant(b, md, 1.0 / (double)d);
+  tp_hlo_value_t m1 = tp_hlo_reduce(b, go, zero, TP_HLO_ADD, 1, &red);
+  tp_hlo_value_t m2 = tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, go, xhat), zero, TP_HLO_ADD, 1, &red);
+  int64_t ngs[2] = {n, g};
+  m1 = tp_hlo_broadcast_in_dim(b, tp_hlo_binary(b, TP_HLO_MUL, m1, tp_hlo_broadcast_to(b, inv_d, 2, ngs)), 3, ngd, (int64_t[]){0, 1});
+  m2 = tp_hlo_broadcast_in_dim(b, tp_hlo_binary(b, TP_HLO_MUL, m2, tp_hlo_broadcast_to(b, inv_d, 2, ngs)), 3, ngd, (int64_t[]){0, 1});
+  tp_hlo_value_t dx = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_binary(b, TP_HLO_SUB, go, m1), tp_hlo_binary(b, TP_HLO_MUL, xhat, m2));
+  dx = tp_hlo_binary(b, TP_HLO_MUL, dx, rstd);
+  out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, dx, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
+}

@@ -775,3 +775,27 @@ def test_native_ops_do_not_fall_back(group, fresh_stats):
         else:
             assert got == pytest.approx(want, rel=1e-5)
     assert torch_pjrt.stats()["executes"] > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_group_norm_forward_backward_native(dtype):
+    torch.manual_seed(0)
+    ref = torch.nn.GroupNorm(3, 6).to(dtype)
+    with torch.no_grad():
+        ref.weight.normal_()
+        ref.bias.normal_()
+    dev = torch.nn.GroupNorm(3, 6).to(dtype)
+    dev.load_state_dict(ref.state_dict())
+    dev = dev.to("tpu")
+    x = torch.randn(2, 6, 4, 5, dtype=dtype)
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    with torch_pjrt.strict():
+        yt = dev(xt)
+        (yt * yt).sum().backward()
+    y = ref(xc)
+    (y * y).sum().backward()
+    tol = dict(atol=1e-5, rtol=1e-4) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    assert_same(yt, y, **tol)
+    assert_same(xt.grad, xc.grad, **tol)
+    assert_same(dev.weight.grad, ref.weight.grad, atol=1e-4 if dtype == torch.float32 else 5e-2, rtol=1e-3)
+    assert_same(dev.bias.grad, ref.bias.grad, atol=1e-4 if dtype == torch.float32 else 5e-2, rtol=1e-3)
