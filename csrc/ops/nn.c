@@ -749,10 +749,9 @@ void tp_emit_group_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   }
   /* xhat = (x - mean) * rstd per group; with go = grad_out * weight:
    * dx = rstd * (go - mean_group(go) - xhat * mean_group(go * xhat)). */
-  int64_t bd[2] = {0, 1}, red = 2, red_c[2] = {0, 2};
+  int64_t red = 2, red_c[2] = {0, 2};
   tp_hlo_value_t mean = tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, tp_hlo_convert(b, in[2], md), 3, ng1), 3, ngd, (int64_t[]){0, 1, 2});
   tp_hlo_value_t rstd = tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, tp_hlo_convert(b, in[3], md), 3, ng1), 3, ngd, (int64_t[]){0, 1, 2});
-  (void)bd;
   tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, mean), rstd);
   tp_hlo_value_t go_c = tp_hlo_reshape(b, tp_hlo_convert(b, in[0], md), 3, nchw);
   tp_hlo_value_t zero = tp_hlo_constant(b, md, 0);
