@@ -441,6 +441,32 @@ static bool contains(const int64_t *v, int n, int64_t x) {
   return false;
 }
 
+tp_hlo_value_t tp_hlo_cholesky(tp_hlo_builder_t *b, tp_hlo_value_t x, bool lower) {
+  if (!live(b, &x)) return bad_value();
+  if (!check(b, x.ndim >= 2 && x.dims[x.ndim - 1] == x.dims[x.ndim - 2], "cholesky of a non-square"))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, x.dims);
+  EMIT("    %%v%d = \"stablehlo.cholesky\"(%%v%d) {lower = %s} : (%s) -> %s\n", v.id, x.id,
+       lower ? "true" : "false", ty(&x).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_triangular_solve(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t rhs,
+                                       bool left_side, bool lower, bool unit_diagonal,
+                                       bool transpose_a) {
+  if (!live(b, &a) || !live(b, &rhs)) return bad_value();
+  if (!check(b, a.ndim >= 2 && a.ndim == rhs.ndim && a.dtype == rhs.dtype,
+             "triangular_solve operands differ in rank or type"))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, rhs.dtype, rhs.ndim, rhs.dims);
+  EMIT("    %%v%d = \"stablehlo.triangular_solve\"(%%v%d, %%v%d) {left_side = %s, lower = %s, "
+       "unit_diagonal = %s, transpose_a = #stablehlo<transpose %s>} : (%s, %s) -> %s\n",
+       v.id, a.id, rhs.id, left_side ? "true" : "false", lower ? "true" : "false",
+       unit_diagonal ? "true" : "false", transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE", ty(&a).s,
+       ty(&rhs).s, ty(&v).s);
+  return v;
+}
+
 tp_hlo_value_t tp_hlo_dot_general(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y,
                                   int n_batch, const int64_t *x_batch, const int64_t *y_batch,
                                   int n_contract, const int64_t *x_contract,

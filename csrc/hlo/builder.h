@@ -89,6 +89,13 @@ tp_hlo_value_t tp_hlo_compare(tp_hlo_builder_t *b, tp_hlo_cmp_t dir, tp_hlo_valu
                               tp_hlo_value_t y);
 tp_hlo_value_t tp_hlo_select(tp_hlo_builder_t *b, tp_hlo_value_t pred, tp_hlo_value_t on_true,
                              tp_hlo_value_t on_false);
+/* Cholesky factor of the (batched) matrices in the last two dims of |x|, lower or upper. */
+tp_hlo_value_t tp_hlo_cholesky(tp_hlo_builder_t *b, tp_hlo_value_t x, bool lower);
+/* Solves op(a) x = rhs (left_side) or x op(a) = rhs for triangular |a|; op = transpose when
+ * |transpose_a|. Batch dims must agree. */
+tp_hlo_value_t tp_hlo_triangular_solve(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t rhs,
+                                       bool left_side, bool lower, bool unit_diagonal,
+                                       bool transpose_a);
 /* dot_general with batch and contracting dims; result dtype |out_dtype|. */
 tp_hlo_value_t tp_hlo_dot_general(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y,
                                   int n_batch, const int64_t *x_batch, const int64_t *y_batch,

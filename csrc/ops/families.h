@@ -69,6 +69,9 @@ typedef enum {
   TP_P_THRESHOLD, TP_P_LOGIT, TP_P_LOGIT_BACKWARD, TP_P_LOG_SIGMOID, TP_P_LOG_SIGMOID_BACKWARD,
 } tp_pointwise_t;
 
+/* Triangular family codes (triangular.c). */
+typedef enum { TP_TRI_CHOLESKY_EX, TP_TRI_SOLVE, TP_TRI_LEGACY, TP_TRI_CHOLESKY_SOLVE } tp_triangular_t;
+
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum {
   TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
@@ -134,6 +137,8 @@ TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
 TP_DECLARE_OP(tp_infer_cross, tp_emit_cross)
 
+/* triangular.c */
+TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
 tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */

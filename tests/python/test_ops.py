@@ -799,3 +799,28 @@ def test_group_norm_forward_backward_native(dtype):
     assert_same(xt.grad, xc.grad, **tol)
     assert_same(dev.weight.grad, ref.weight.grad, atol=1e-4 if dtype == torch.float32 else 5e-2, rtol=1e-3)
     assert_same(dev.bias.grad, ref.bias.grad, atol=1e-4 if dtype == torch.float32 else 5e-2, rtol=1e-3)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_and_triangular_solves_native(upper):
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, 4, dtype=torch.float64)
+    a = a @ a.mT + 4 * torch.eye(4, dtype=torch.float64)
+    b = torch.randn(3, 4, 2, dtype=torch.float64)
+    with torch_pjrt.strict():
+        lt, info = torch.linalg.cholesky_ex(a.to(DEVICE), upper=upper)
+        xt = torch.linalg.solve_triangular(lt, b.to(DEVICE), upper=upper)
+        st = torch.cholesky_solve(b.to(DEVICE), lt, upper=upper)
+    l = torch.linalg.cholesky(a, upper=upper)
+    assert_same(lt, l, atol=1e-12, rtol=1e-10)
+    assert info.cpu().tolist() == [0, 0, 0]
+    assert_same(xt, torch.linalg.solve_triangular(l, b, upper=upper), atol=1e-12, rtol=1e-10)
+    assert_same(st, torch.cholesky_solve(b, l, upper=upper), atol=1e-12, rtol=1e-10)
+
+
+def test_cholesky_of_a_non_positive_definite_matrix_raises():
+    a = torch.eye(3)
+    a[2, 2] = -1.0
+    assert torch.linalg.cholesky_ex(a.to(DEVICE)).info.item() != 0
+    with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
+        torch.linalg.cholesky(a.to(DEVICE))
