@@ -130,6 +130,8 @@ TP_DECLARE_OP(tp_infer_avg_pool, tp_emit_avg_pool)
 TP_DECLARE_OP(tp_infer_upsample, tp_emit_upsample)
 /* frexp.c */
 TP_DECLARE_OP(tp_infer_frexp, tp_emit_frexp)
+/* range.c */
+TP_DECLARE_OP(tp_infer_linspace, tp_emit_linspace)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)

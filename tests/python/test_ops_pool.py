@@ -142,3 +142,20 @@ def test_frexp_special_values(dtype):
         torch.tpu.synchronize()
     assert_same(m, want_m)
     assert_same(e, want_e)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, BF16, torch.int64, torch.int32],
+                         ids=str)
+@pytest.mark.parametrize("start,end,steps", [(-3.5, 7.25, 1000), (10, -7, 17), (2, 2, 5), (1.5, 9, 1), (0, 1, 0)],
+                         ids=str)
+def test_linspace(dtype, start, end, steps):
+    if dtype == BF16 and steps > 16:
+        pytest.skip("16-bit linspace past 16 steps falls back: CPU's vectorized chunks round differently")
+    want = torch.linspace(start, end, steps, dtype=dtype)
+    with torch_pjrt.strict():
+        got = torch.linspace(start, end, steps, dtype=dtype, device=DEVICE)
+        out = torch.empty(3, dtype=dtype, device=DEVICE)
+        torch.linspace(start, end, steps, out=out)
+        torch.tpu.synchronize()
+    assert_same(got, want, rtol=0, atol=0)
+    assert_same(out, want, rtol=0, atol=0)
