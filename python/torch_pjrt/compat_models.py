@@ -701,15 +701,17 @@ def run(suites, only, limit, jobs, timeout, command, progress_path=None, shuffle
         todo = [m for m in models if (named(*m) if only else
                                       m not in previous or previous[m]["status"] == "cpu-invalid")]
         kept = {m: previous[m] for m in models if m in previous and m not in todo}
+        fallback_records = previous  # a model named again but cut off by the time limit keeps its record
     else:
         if progress_path and os.path.exists(progress_path):
             os.remove(progress_path)
         models = [m for m in models if named(*m)]
-        todo, kept = models, {}
+        todo, kept, fallback_records = models, {}, {}
     started = time.time()
     deadline = started + time_limit if time_limit else None
     fresh = {(r["suite"], r["name"]): r for r in sweep(todo, timeout, jobs, progress_path, deadline)}
     seconds = round(time.time() - started)
+    kept.update({m: fallback_records[m] for m in todo if m not in fresh and m in fallback_records})
     records = [kept.get(m) or fresh[m] for m in models if m in kept or m in fresh]
     not_run = [f"{s}/{n}" for s, n in models if (s, n) not in kept and (s, n) not in fresh]
     totals_by_suite = {s: totals(records, s) for s in suites if any(r["suite"] == s for r in records)}
