@@ -1121,6 +1121,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", tpu_copy_from);
   m.impl("_copy_from_and_resize", tpu_copy_from_and_resize);
   m.impl("_local_scalar_dense", tpu_local_scalar_dense);
+  // tpu tensors are plain strided TensorImpls, like CPU ones: `param.data = t` and
+  // Module.to("tpu") may swap them in place, which keeps tied parameters tied (as on CUDA).
+  m.impl("_has_compatible_shallow_copy_type", [](const at::Tensor& self, const at::Tensor& from) {
+    return self.layout() == c10::kStrided && from.layout() == c10::kStrided;
+  });
   m.impl("resize_", tpu_resize_);
   m.impl("set_.source_Storage_storage_offset", tpu_set_storage);
   m.impl("set_.source_Storage", tpu_set_source_storage);

@@ -11,8 +11,7 @@ Suites, enumerated at run time from the installed packages:
 - torchvision: every classification model, built without weights.
 - timm: the smallest model of each of its architecture modules, built without weights.
 
-Each model is built on CPU from a fixed seed, copied and moved with `.to("tpu")` (tied weights
-are re-tied with `tie_weights()`: Module.to does not keep them on this device yet), and both
+Each model is built on CPU from a fixed seed, copied and moved with `.to("tpu")`, and both
 copies run forward in eval mode (no dropout) and backward of one scalar: the loss where the
 head computes one from `labels`, plus a fixed random weighting of every floating output. The
 outputs and the gradients of every parameter are compared with assert_close (float32:
@@ -347,8 +346,6 @@ def check(build, make_inputs, seed=0):
     fallbacks = []
     try:
         tpu_model.to("tpu")
-        if hasattr(tpu_model, "tie_weights"):
-            tpu_model.tie_weights()
         torch_pjrt.reset_stats()
         torch.manual_seed(seed)
         actual = _run(tpu_model, _to_device(inputs, "tpu"), seed)

@@ -130,12 +130,13 @@ def test_device_map_auto_stays_on_cpu(saved_gpt2):
     assert {p.device.type for p in model.parameters()} == {"cpu"}
 
 
-@pytest.mark.xfail(strict=True, reason="Module.to('tpu') replaces each Parameter instead of "
-                   "setting .data (no PrivateUse1 _has_compatible_shallow_copy_type kernel), "
-                   "so weights tied on CPU come apart")
 def test_to_keeps_tied_weights():
+    # Module.to swaps each Parameter's data in place (as on CUDA), so ties survive.
     model = _gpt2().to(DEVICE)
     assert model.lm_head.weight is model.transformer.wte.weight
+    p = torch.nn.Parameter(torch.ones(2))
+    p.data = torch.zeros(2, device=DEVICE)
+    assert p.device.type == "tpu" and isinstance(p, torch.nn.Parameter)
 
 
 # ------------------------------------------------------------------- real weights, offline
