@@ -379,7 +379,10 @@ def _compile_static(gm):
                     warnings.warn(f"tpu: a compiled partition of {len(step.nodes)} ops failed "
                                   f"to build and runs eagerly instead: {e}")
             for node in (step.nodes if isinstance(step, _Partition) else [step]):
-                env[node] = node.target(*load(node.args), **load(node.kwargs))
+                if node.target is operator.getitem:  # picks from a list result (hundreds of
+                    env[node] = env[node.args[0]][node.args[1]]  # them in an optimizer step)
+                else:
+                    env[node] = node.target(*load(node.args), **load(node.kwargs))
         return load(output.args[0])
 
     run._boxed_call = True  # AOTAutograd passes the argument list itself
