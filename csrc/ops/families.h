@@ -139,6 +139,8 @@ TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
 TP_DECLARE_OP(tp_infer_cross, tp_emit_cross)
 
+/* histc.c */
+TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 /* triangular.c */
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 /* Shared by the families. */

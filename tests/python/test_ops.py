@@ -824,3 +824,20 @@ def test_cholesky_of_a_non_positive_definite_matrix_raises():
     assert torch.linalg.cholesky_ex(a.to(DEVICE)).info.item() != 0
     with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
         torch.linalg.cholesky(a.to(DEVICE))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("lo,hi", [(0, 0), (-1, 1), (0.5, 0.5)])
+def test_histc_native(dtype, lo, hi):
+    a = make((500,), dtype, seed=3)
+    with torch_pjrt.strict():
+        got = torch.histc(a.to(DEVICE), bins=7, min=lo, max=hi)
+    assert_same(got, torch.histc(a, bins=7, min=lo, max=hi))
+
+
+def test_histc_of_integers_counts_as_on_cuda():
+    # CPU has no integer histc kernel (Transformers' MoE code casts to float there only);
+    # CUDA counts integers, and so does tpu.
+    x = torch.tensor([0, 1, 1, 3], dtype=torch.int32, device=DEVICE)
+    got = torch.histc(x, bins=4, min=0, max=3)
+    assert got.dtype == torch.int32 and got.cpu().tolist() == [1, 2, 0, 1]
