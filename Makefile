@@ -26,6 +26,7 @@ build: setup
 
 demo: build
 	$(PY) examples/train_mlp.py
+	$(PY) examples/minilm.py
 
 build/ctest/%: tests/c/%.c $(C_SRC) $(C_HDR) | setup
 	@mkdir -p build/ctest

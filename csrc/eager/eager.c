@@ -3,6 +3,8 @@
 #include "eager/program.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -19,9 +21,54 @@ static struct {
 } g;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Identifies this build of the program generator: the file holding this code, its size and
- * modification time. Disk cache entries of another build are never loaded. */
+/* The GNU build-id note of the loaded object that contains |addr|, as hex; "" if none. */
+typedef struct {
+  uintptr_t addr;
+  char *hex;
+  size_t n;
+} build_id_t;
+
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  build_id_t *want = data;
+  bool mine = false;
+  for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    mine = ph->p_type == PT_LOAD && want->addr >= lo && want->addr < lo + ph->p_memsz;
+  }
+  if (!mine) return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE) continue;
+    const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+    const unsigned char *end = p + ph->p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+      const unsigned char *name = p + sizeof(*nh);
+      const unsigned char *desc = name + ((nh->n_namesz + 3) & ~3u);
+      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+        for (size_t k = 0; k < nh->n_descsz && 2 * k + 2 < want->n; k++)
+          snprintf(want->hex + 2 * k, 3, "%02x", desc[k]);
+        return 1;
+      }
+      p = desc + ((nh->n_descsz + 3) & ~3u);
+    }
+  }
+  return 1;
+}
+
+/* Identifies this build of the program generator, so disk cache entries another build emitted
+ * are never loaded: the linker's build-id of the object holding this code (a hash of its
+ * contents: reinstalling the same build keeps the cache), else its path, size and mtime. */
 static void codegen_id(char *buf, size_t n) {
+  char hex[129] = "";
+  build_id_t want = {(uintptr_t)&codegen_id, hex, sizeof(hex)};
+  dl_iterate_phdr(find_build_id, &want);
+  if (hex[0]) {
+    snprintf(buf, n, "build-id|%s", hex);
+    return;
+  }
   Dl_info info;
   struct stat sb;
   if (dladdr((void *)&codegen_id, &info) && info.dli_fname && stat(info.dli_fname, &sb) == 0)
