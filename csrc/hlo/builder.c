@@ -20,6 +20,12 @@ struct tp_hlo_builder {
   int next_id;
   int n_params;
   tp_status_t *error;
+  /* Open stablehlo.while loops, innermost last: the op's id and its carried values' types. */
+  struct {
+    int id, n;
+    tp_hlo_value_t carried[TP_HLO_WHILE_MAX];
+  } loops[TP_HLO_WHILE_DEPTH];
+  int n_loops;
 };
 
 static void sb_vappend(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, va_list ap) {
@@ -165,6 +171,7 @@ tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int 
                            char **out_text) {
   *out_text = NULL;
   for (int i = 0; i < n_outs; i++) live(b, &outs[i]);
+  check(b, b->n_loops == 0, "while loop left open");
   if (b->error) {
     tp_status_t *s = b->error;
     b->error = NULL;
@@ -745,4 +752,130 @@ tp_hlo_value_t tp_hlo_sort(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n,
          ty(&xs[i]).s, ty(&xs[i]).s);
   }
   return outs[0];
+}
+
+/* ---- stablehlo.while: the caller builds the condition, then the body, between the calls. ---- */
+
+static void while_block_args(tp_hlo_builder_t *b, int n, const tp_hlo_value_t *types,
+                             tp_hlo_value_t *args) {
+  EMIT("      ^bb0(");
+  for (int i = 0; i < n; i++) {
+    args[i] = new_value(b, types[i].dtype, types[i].ndim, types[i].dims);
+    EMIT("%s%%v%d: %s", i ? ", " : "", args[i].id, ty(&types[i]).s);
+  }
+  EMIT("):\n");
+}
+
+static void while_types(tp_hlo_builder_t *b, int n, const tp_hlo_value_t *vs) {
+  for (int i = 0; i < n; i++) EMIT("%s%s", i ? ", " : "", ty(&vs[i]).s);
+}
+
+void tp_hlo_while_begin(tp_hlo_builder_t *b, const tp_hlo_value_t *init, int n,
+                        tp_hlo_value_t *args) {
+  bool ok = check(b, n >= 1 && n <= TP_HLO_WHILE_MAX && b->n_loops < TP_HLO_WHILE_DEPTH,
+                  "while: too many carried values or nested loops");
+  for (int i = 0; ok && i < n; i++) ok = live(b, &init[i]);
+  if (!ok) {
+    for (int i = 0; i < n && i < TP_HLO_WHILE_MAX; i++) args[i] = bad_value();
+    return;
+  }
+  int id = b->next_id++;
+  b->loops[b->n_loops].id = id;
+  b->loops[b->n_loops].n = n;
+  memcpy(b->loops[b->n_loops].carried, init, sizeof(*init) * (size_t)n);
+  b->n_loops++;
+  EMIT("    %%v%d:%d = \"stablehlo.while\"(", id, n);
+  for (int i = 0; i < n; i++) EMIT("%s%%v%d", i ? ", " : "", init[i].id);
+  EMIT(") ({\n");
+  while_block_args(b, n, init, args);
+}
+
+void tp_hlo_while_body(tp_hlo_builder_t *b, tp_hlo_value_t pred, tp_hlo_value_t *args) {
+  if (!check(b, b->n_loops > 0, "while: body without begin")) return;
+  int n = b->loops[b->n_loops - 1].n;
+  const tp_hlo_value_t *c = b->loops[b->n_loops - 1].carried;
+  if (!live(b, &pred) ||
+      !check(b, pred.dtype == TP_DTYPE_BOOL && pred.ndim == 0, "while condition must be a scalar i1")) {
+    for (int i = 0; i < n; i++) args[i] = bad_value();
+    return;
+  }
+  EMIT("        \"stablehlo.return\"(%%v%d) : (tensor<i1>) -> ()\n    }, {\n", pred.id);
+  while_block_args(b, n, c, args);
+}
+
+void tp_hlo_while_end(tp_hlo_builder_t *b, const tp_hlo_value_t *next, tp_hlo_value_t *outs) {
+  if (!check(b, b->n_loops > 0, "while: end without begin")) return;
+  b->n_loops--;
+  int id = b->loops[b->n_loops].id, n = b->loops[b->n_loops].n;
+  const tp_hlo_value_t *c = b->loops[b->n_loops].carried;
+  bool ok = true;
+  for (int i = 0; ok && i < n; i++)
+    ok = live(b, &next[i]) &&
+         check(b, next[i].dtype == c[i].dtype && next[i].ndim == c[i].ndim &&
+                      !memcmp(next[i].dims, c[i].dims, sizeof(int64_t) * (size_t)c[i].ndim),
+               "while body result differs from the carried value's type");
+  if (!ok) {
+    for (int i = 0; i < n; i++) outs[i] = bad_value();
+    return;
+  }
+  EMIT("        \"stablehlo.return\"(");
+  for (int i = 0; i < n; i++) EMIT("%s%%v%d", i ? ", " : "", next[i].id);
+  EMIT(") : (");
+  while_types(b, n, next);
+  EMIT(") -> ()\n    }) : (");
+  while_types(b, n, c);
+  EMIT(") -> (");
+  while_types(b, n, c);
+  EMIT(")\n");
+  for (int i = 0; i < n; i++) {
+    outs[i] = new_value(b, c[i].dtype, c[i].ndim, c[i].dims);
+    EMIT("    %%v%d = \"stablehlo.reshape\"(%%v%d#%d) : (%s) -> %s\n", outs[i].id, id, i,
+         ty(&c[i]).s, ty(&c[i]).s);
+  }
+}
+
+/* Start indices: one scalar of an integer type per dim of |x|. */
+static bool dyn_starts(tp_hlo_builder_t *b, const tp_hlo_value_t *x, const tp_hlo_value_t *start,
+                       char *ops, size_t n_ops, char *types, size_t n_types) {
+  ops[0] = types[0] = 0;
+  for (int i = 0; i < x->ndim; i++) {
+    if (!live(b, &start[i]) ||
+        !check(b, start[i].ndim == 0 && tp_dtype_is_int(start[i].dtype) &&
+                      start[i].dtype == start[0].dtype,
+               "dynamic slice starts must be integer scalars of one type"))
+      return false;
+    size_t l = strlen(ops);
+    snprintf(ops + l, n_ops - l, ", %%v%d", start[i].id);
+    l = strlen(types);
+    snprintf(types + l, n_types - l, ", %s", ty(&start[i]).s);
+  }
+  return true;
+}
+
+tp_hlo_value_t tp_hlo_dynamic_slice(tp_hlo_builder_t *b, tp_hlo_value_t x,
+                                    const tp_hlo_value_t *start, const int64_t *sizes) {
+  char ops[16 * TP_MAX_DIMS + 8], types[TYPE_BUF * TP_MAX_DIMS / 4 + 64];
+  if (!live(b, &x) || !dyn_starts(b, &x, start, ops, sizeof(ops), types, sizeof(types)))
+    return bad_value();
+  for (int i = 0; i < x.ndim; i++)
+    if (!check(b, sizes[i] >= 0 && sizes[i] <= x.dims[i], "dynamic slice larger than its operand"))
+      return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, sizes);
+  EMIT("    %%v%d = \"stablehlo.dynamic_slice\"(%%v%d%s) {slice_sizes = %s} : (%s%s) -> %s\n", v.id,
+       x.id, ops, i64_array(sizes, x.ndim, 0).s, ty(&x).s, types, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_dynamic_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x,
+                                           tp_hlo_value_t update, const tp_hlo_value_t *start) {
+  char ops[16 * TP_MAX_DIMS + 8], types[TYPE_BUF * TP_MAX_DIMS / 4 + 64];
+  if (!live(b, &x) || !live(b, &update) ||
+      !check(b, update.ndim == x.ndim && update.dtype == x.dtype,
+             "dynamic update slice operands differ in rank or type") ||
+      !dyn_starts(b, &x, start, ops, sizeof(ops), types, sizeof(types)))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, x.dims);
+  EMIT("    %%v%d = \"stablehlo.dynamic_update_slice\"(%%v%d, %%v%d%s) : (%s, %s%s) -> %s\n", v.id,
+       x.id, update.id, ops, ty(&x).s, ty(&update).s, types, ty(&v).s);
+  return v;
 }

@@ -142,6 +142,26 @@ tp_hlo_value_t tp_hlo_concatenate(tp_hlo_builder_t *b, const tp_hlo_value_t *xs,
 tp_hlo_value_t tp_hlo_sort(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n, int dim,
                            bool descending, tp_hlo_value_t *outs);
 
+/* Loops: stablehlo.while over |n| (1..TP_HLO_WHILE_MAX) carried values, nestable
+ * TP_HLO_WHILE_DEPTH deep. The condition and the body are built between the calls:
+ *   tp_hlo_value_t s[2];
+ *   tp_hlo_while_begin(b, init, 2, s);      // s: the condition's view of the carried values
+ *   tp_hlo_while_body(b, <scalar bool from s>, s);  // s: now the body's view
+ *   tp_hlo_while_end(b, next, outs);        // next: the body's results; outs: the loop's
+ * Values made inside a region exist only there; a region may read values made before the loop. */
+#define TP_HLO_WHILE_MAX 12
+#define TP_HLO_WHILE_DEPTH 4
+void tp_hlo_while_begin(tp_hlo_builder_t *b, const tp_hlo_value_t *init, int n,
+                        tp_hlo_value_t *args);
+void tp_hlo_while_body(tp_hlo_builder_t *b, tp_hlo_value_t pred, tp_hlo_value_t *args);
+void tp_hlo_while_end(tp_hlo_builder_t *b, const tp_hlo_value_t *next, tp_hlo_value_t *outs);
+/* x[start[0]:start[0]+sizes[0], ...] with start a scalar integer per dim (clamped into range, as
+ * StableHLO does), and its update form. */
+tp_hlo_value_t tp_hlo_dynamic_slice(tp_hlo_builder_t *b, tp_hlo_value_t x,
+                                    const tp_hlo_value_t *start, const int64_t *sizes);
+tp_hlo_value_t tp_hlo_dynamic_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x,
+                                           tp_hlo_value_t update, const tp_hlo_value_t *start);
+
 /* Helpers on types. */
 int64_t tp_hlo_numel(const tp_hlo_value_t *v);
 /* Writes "tensor<2x3xf32>" into |buf| (size >= 160 is always enough). */

@@ -322,6 +322,52 @@ static void test_injected_fault(tp_client_t *c) {
   free(text);
 }
 
+/* A stablehlo.while whose body reads x[i] with a dynamic slice and writes a running sum with a
+ * dynamic update: out[i] = x[0] + ... + x[i]. Also: a loop left open is an error. */
+static void test_while(tp_client_t *c) {
+  int64_t n = 5, one = 1;
+  float x[5] = {1, 2, 3, 4, 5}, r[5] = {0};
+  tp_hlo_builder_t *b;
+  CHECK_OK(tp_hlo_builder_create(&b));
+  tp_hlo_value_t xs = tp_hlo_param(b, TP_DTYPE_F32, 1, &n, -1);
+  tp_hlo_value_t init[3] = {tp_hlo_constant_i(b, TP_DTYPE_I32, 0), tp_hlo_constant(b, TP_DTYPE_F32, 0),
+                            tp_hlo_broadcast_to(b, tp_hlo_constant(b, TP_DTYPE_F32, 0), 1, &n)};
+  tp_hlo_value_t s[3], out[3];
+  tp_hlo_while_begin(b, init, 3, s);
+  tp_hlo_while_body(b, tp_hlo_compare(b, TP_CMP_LT, s[0], tp_hlo_constant_i(b, TP_DTYPE_I32, n)), s);
+  /* The body reads |xs| from the enclosing scope: StableHLO regions are not isolated. */
+  tp_hlo_value_t xi = tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, xs, &s[0], &one), 0, NULL);
+  tp_hlo_value_t acc = tp_hlo_binary(b, TP_HLO_ADD, s[1], xi);
+  tp_hlo_value_t next[3] = {
+      tp_hlo_binary(b, TP_HLO_ADD, s[0], tp_hlo_constant_i(b, TP_DTYPE_I32, 1)), acc,
+      tp_hlo_dynamic_update_slice(b, s[2], tp_hlo_reshape(b, acc, 1, &one), &s[0])};
+  tp_hlo_while_end(b, next, out);
+  char *text = NULL;
+  CHECK_OK(tp_hlo_finish(b, &out[2], 1, &text));
+  tp_hlo_builder_free(b);
+  tp_executable_t *exe = NULL;
+  if (text) CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  free(text);
+  if (exe) {
+    void *bx = NULL, *o = NULL;
+    CHECK_OK(tp_buffer_from_host(c, 0, x, TP_DTYPE_F32, 1, &n, &bx));
+    int64_t keep = 1;
+    CHECK_OK(tp_executable_execute(exe, 0, &bx, 1, &keep, 1, &o, "while", 1));
+    CHECK_OK(tp_buffer_to_host(c, o, r, sizeof(r)));
+    CHECK(r[0] == 1 && r[1] == 3 && r[4] == 15);
+    tp_buffer_destroy(c, bx);
+    tp_buffer_destroy(c, o);
+    tp_executable_release(exe);
+  }
+  CHECK_OK(tp_hlo_builder_create(&b));
+  tp_hlo_value_t z = tp_hlo_constant(b, TP_DTYPE_F32, 0), zs;
+  tp_hlo_while_begin(b, &z, 1, &zs);
+  tp_status_t *st = tp_hlo_finish(b, &z, 1, &text);
+  CHECK(st != NULL && strstr(tp_status_message(st), "open"));
+  tp_status_free(st);
+  tp_hlo_builder_free(b);
+}
+
 int main(void) {
   const char *plugin = getenv("TP_TEST_PLUGIN");
   if (!plugin) {
@@ -338,6 +384,7 @@ int main(void) {
   CHECK(strlen(tp_client_platform_name(c)) > 0);
   test_storage(c);
   test_execute(c);
+  test_while(c);
   test_cache(c);
   test_disk_bound(c);
   test_injected_fault(c);
