@@ -20,9 +20,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	TORCH_DEVICE_BACKEND_AUTOLOAD=0 TORCH_PJRT_SKIP_EXT=1 $(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
-# In-place, incremental (ninja) build of torch_pjrt._C.
+# In-place, incremental (ninja) build of torch_pjrt._C. Serialised by a lock: two builds in one
+# tree at once (two terminals, parallel jobs) would race on ninja's files and the copied library.
 build: setup
-	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) setup.py -q build_ext --inplace
+	@mkdir -p build
+	flock build/.build.lock env TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) setup.py -q build_ext --inplace
 
 demo: build
 	$(PY) examples/train_mlp.py
