@@ -189,23 +189,25 @@ class _Partition:
         return p
 
     def finish(self, used_outside):
-        mutated = {n for n in self.nodes if n.target is torch.ops.aten.copy_.default}
-        self.outputs = [n for n in self.nodes if n in used_outside and n not in mutated
+        copies = [n for n in self.nodes if n.target is torch.ops.aten.copy_.default]
+        self.outputs = [n for n in self.nodes if n in used_outside and n not in copies
                         and isinstance(self.values[n], torch.Tensor)]
         self.graph.set_outputs([self.values[n] for n in self.outputs] +
                                [self.values[src] for _, src in self.mutations])
+        # What run() does per call, worked out once (an optimizer step has hundreds of these).
+        self.copies = [(n, n.args[0]) for n in copies]
+        self.mutated = [dst for dst, _ in self.mutations]
 
     def run(self, env):
         ins = _to_device([env[n] for n in self.inputs])
-        into = [None] * len(self.outputs) + [env[dst] for dst, _ in self.mutations]
-        res = self.graph.run(ins, into)
+        n_out = len(self.outputs)
+        res = self.graph.run(ins, [None] * n_out + [env[dst] for dst in self.mutated])
         env.update(zip(self.outputs, res))
-        for (dst, _), r in zip(self.mutations, res[len(self.outputs):]):
+        for dst, r in zip(self.mutated, res[n_out:]):
             if r is not None:  # the input could not take the buffer (a view, ...): copy
                 env[dst].copy_(r)
-        for n in self.nodes:
-            if n.target is torch.ops.aten.copy_.default:
-                env[n] = env[n.args[0]]
+        for n, dst in self.copies:
+            env[n] = env[dst]
 
 
 def _to_device(ins):
@@ -356,14 +358,13 @@ def _compile_static(gm):
     output = next(n for n in gm.graph.nodes if n.op == "output")
     attrs = {n: getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
 
+    eager = {id(s): [_eager_step(n) for n in (s.nodes if isinstance(s, _Partition) else [s])]
+             for s in steps}
+
     def run(args):
         env = dict(zip(placeholders, args))
         env.update(attrs)
         args.clear()  # the caller's list: let inputs die as soon as the graph is done with them
-
-        def load(a):
-            return torch.fx.node.map_arg(a, lambda n: env[n])
-
         for step in steps:
             if isinstance(step, _Partition) and not step.eager:
                 try:
@@ -378,15 +379,28 @@ def _compile_static(gm):
                     _stats["splits"]["partition that failed to build"] += 1
                     warnings.warn(f"tpu: a compiled partition of {len(step.nodes)} ops failed "
                                   f"to build and runs eagerly instead: {e}")
-            for node in (step.nodes if isinstance(step, _Partition) else [step]):
-                if node.target is operator.getitem:  # picks from a list result (hundreds of
-                    env[node] = env[node.args[0]][node.args[1]]  # them in an optimizer step)
-                else:
-                    env[node] = node.target(*load(node.args), **load(node.kwargs))
-        return load(output.args[0])
+            for fn in eager[id(step)]:
+                fn(env)
+        return torch.fx.node.map_arg(output.args[0], env.__getitem__)
 
     run._boxed_call = True  # AOTAutograd passes the argument list itself
     return run
+
+
+def _eager_step(node):
+    """A node run eagerly, as a function of the environment (built once per graph)."""
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        src, i = node.args  # picks from a list result: hundreds of them in an optimizer step
+
+        def pick(env):
+            env[node] = env[src][i]
+        return pick
+    target, args, kwargs = node.target, node.args, node.kwargs
+
+    def call(env):
+        load = env.__getitem__
+        env[node] = target(*torch.fx.node.map_arg(args, load), **torch.fx.node.map_arg(kwargs, load))
+    return call
 
 
 def _decompositions():
