@@ -58,8 +58,9 @@ def _val(n):
 class _Partition:
     """Consecutive graph nodes lowered into one program."""
 
-    def __init__(self):
+    def __init__(self, fold=frozenset()):
         from torch_pjrt import _C
+        self.fold = fold    # host nodes that may run here instead (see _foldable)
         self.graph = _C.Graph()
         self.inputs = []    # fx nodes whose runtime values feed the program, in input order
         self.values = {}    # fx node -> the meta tensor naming its value inside the program
@@ -85,7 +86,15 @@ class _Partition:
     def add(self, node):
         """Lowers |node| here; raises _NotNative (the partition unchanged in meaning) if it can't."""
         if _on_host(node):
-            raise _HostOp("works on CPU tensors")
+            if node not in self.fold:
+                raise _HostOp("works on CPU tensors")
+            try:
+                return self._lower(node)
+            except _NotNative as e:  # no lowering: it stays on CPU
+                raise _HostOp(f"works on CPU tensors ({e})")
+        self._lower(node)
+
+    def _lower(self, node):
         if node.target is torch.ops.aten.copy_.default:
             # The write-back of a mutated graph input (optimizer state, ...): the program's
             # result goes straight into the input's storage.
@@ -183,7 +192,7 @@ class _Partition:
 
     def rebuilt(self):
         """A fresh partition holding the same nodes (drops inputs or nodes of a failed add)."""
-        p = _Partition()
+        p = _Partition(self.fold)
         for n in self.nodes:
             p.add(n)
         return p
@@ -254,9 +263,35 @@ def _on_host(node):
     return bool(ins) and all(v.device.type == "cpu" for v in ins)
 
 
+def _foldable(gm):
+    """Host nodes that may run inside a device program instead: scalar (0-dim) arithmetic on
+    CPU tensors whose results only device work reads, like an optimizer's bias corrections from
+    its CPU step counters. On CPU they cost an eager op per parameter per step; in the program
+    they are free, and their CPU inputs travel with the program's other 0-dim inputs."""
+    def tensors(v):
+        vs = list(v) if isinstance(v, (list, tuple)) else [v]
+        return [t for t in vs if t is not None]
+
+    fold = set()
+    for node in reversed(gm.graph.nodes):
+        if node.op != "call_function" or not _on_host(node):
+            continue
+        if node.target is not operator.getitem and (
+                not isinstance(node.target, torch._ops.OpOverload) or
+                node.target._schema.is_mutable or "device" in node.kwargs):
+            continue
+        vals = tensors(_val(node)) + [t for a in node.all_input_nodes for t in tensors(_val(a))]
+        if not vals or not all(isinstance(t, torch.Tensor) and t.dim() == 0 for t in vals):
+            continue
+        if all(u.op == "call_function" and (u in fold or not _on_host(u)) for u in node.users):
+            fold.add(node)
+    return frozenset(fold)
+
+
 def _partition(gm):
     """Steps of the graph: partitions (lowered) and single nodes (run eagerly), in order."""
-    steps, part = [], _Partition()
+    fold = _foldable(gm)
+    steps, part = [], _Partition(fold)
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
@@ -267,22 +302,20 @@ def _partition(gm):
         try:
             part.add(node)
             continue
-        except _HostOp as e:
+        except _NotNative as e:
+            if len(part.inputs) != inputs_before or part.graph.node_count != nodes_before:
+                part = part.rebuilt()  # drop what the failed add left behind
             made_here = set(part.values) - set(part.inputs)
-            if not any(a in made_here for a in node.all_input_nodes):
+            if isinstance(e, _HostOp) and not any(a in made_here for a in node.all_input_nodes):
                 steps.append(node)  # independent of the open partition: runs before it
                 _stats["host_ops"] += 1
                 continue
             _stats["split_reasons"][str(node.target)] = str(e)
-        except _NotNative as e:
-            _stats["split_reasons"][str(node.target)] = str(e)
-        if len(part.inputs) != inputs_before or part.graph.node_count != nodes_before:
-            part = part.rebuilt()
         if part.nodes:
             steps.append(part)
         steps.append(node)
         _stats["splits"][str(node.target)] += 1
-        part = _Partition()
+        part = _Partition(fold)
     if part.nodes:
         steps.append(part)
     # Which values each partition must hand out: those any other step or the output reads.

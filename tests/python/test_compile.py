@@ -110,17 +110,28 @@ def test_compiled_adamw_step_matches_eager():
     assert tc.stats()["splits"] == {}, tc.stats()["split_reasons"]
 
 
+def test_cpu_scalar_arithmetic_feeding_device_work_runs_inside_the_program():
+    def f(x, step):  # |step|: a CPU 0-dim tensor, like an optimizer's step counter
+        return x * (1 - 0.9 ** step) / (1 - 0.999 ** step).sqrt()
+
+    x, step = torch.randn(5), torch.tensor(3.0)
+    got = torch.compile(f, backend="tpu")(x.to("tpu"), step)
+    assert_same(got, f(x, step), atol=1e-6, rtol=1e-5)
+    s = tc.stats()
+    assert (s["host_ops"], s["splits"], s["partitions"]) == (0, {}, 1), s
+
+
 def test_unsupported_op_splits_the_graph_and_is_reported(quiet_fallbacks):
     def f(x):
-        y = torch.special.bessel_j0(x * 2)  # no native lowering: runs eagerly (on CPU)
+        y = torch.linalg.matrix_exp(x * 2)  # no native lowering: runs eagerly (on CPU)
         return (y + 1).relu().sum()
 
-    x = torch.randn(7)
+    x = torch.randn(3, 3)
     got = torch.compile(f, backend="tpu")(x.to("tpu"))
     assert_same(got, f(x), atol=1e-5, rtol=1e-5)
     s = tc.stats()
-    assert s["splits"] == {"aten.special_bessel_j0.default": 1}
-    assert "aten.special_bessel_j0.default" in s["split_reasons"]
+    assert s["splits"] == {"aten.linalg_matrix_exp.default": 1}, s
+    assert "aten.linalg_matrix_exp.default" in s["split_reasons"]
     assert s["partitions"] == 2  # before and after the split
 
 
