@@ -69,6 +69,19 @@ typedef enum {
   TP_P_THRESHOLD, TP_P_LOGIT, TP_P_LOGIT_BACKWARD, TP_P_LOG_SIGMOID, TP_P_LOG_SIGMOID_BACKWARD,
 } tp_pointwise_t;
 
+/* Special functions (special.c): the unary ones, then the polynomials P_n(x) of (x, n). */
+typedef enum {
+  TP_SP_AIRY_AI, TP_SP_BESSEL_J0, TP_SP_BESSEL_J1, TP_SP_BESSEL_Y0, TP_SP_BESSEL_Y1,
+  TP_SP_MODIFIED_BESSEL_I0, TP_SP_MODIFIED_BESSEL_I1, TP_SP_MODIFIED_BESSEL_K0,
+  TP_SP_MODIFIED_BESSEL_K1, TP_SP_SCALED_MODIFIED_BESSEL_K0, TP_SP_SCALED_MODIFIED_BESSEL_K1,
+  TP_SP_SPHERICAL_BESSEL_J0,
+  TP_SP_POLYNOMIAL,
+  TP_SP_CHEBYSHEV_T = TP_SP_POLYNOMIAL, TP_SP_CHEBYSHEV_U, TP_SP_CHEBYSHEV_V, TP_SP_CHEBYSHEV_W,
+  TP_SP_SHIFTED_CHEBYSHEV_T, TP_SP_SHIFTED_CHEBYSHEV_U, TP_SP_SHIFTED_CHEBYSHEV_V,
+  TP_SP_SHIFTED_CHEBYSHEV_W, TP_SP_HERMITE_H, TP_SP_HERMITE_HE, TP_SP_LAGUERRE_L,
+  TP_SP_LEGENDRE_P,
+} tp_special_t;
+
 /* Triangular family codes (triangular.c). */
 typedef enum { TP_TRI_CHOLESKY_EX, TP_TRI_SOLVE, TP_TRI_LEGACY, TP_TRI_CHOLESKY_SOLVE } tp_triangular_t;
 
@@ -116,6 +129,8 @@ TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
 TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 /* pointwise.c */
 TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)
+/* special.c */
+TP_DECLARE_OP(tp_infer_special, tp_emit_special)
 /* pad.c: code bit 0 replication (else reflection), bit 1 backward */
 TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
 /* shape.c */

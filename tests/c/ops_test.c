@@ -131,8 +131,8 @@ static void test_reduce_linalg_infer(void) {
   CHECK(out[0].sizes[0] == 2 && out[0].sizes[1] == 5);
 }
 
-/* Emits |name| over params of the inferred shapes and compares with tests/c/golden/<file>. */
-static void check_golden(const char *name, tp_op_arg_t *args, int n_args, const char *file) {
+/* The program |name| emits over params of the inferred shapes (caller frees), or NULL. */
+static char *emit_text(const char *name, tp_op_arg_t *args, int n_args) {
   const tp_op_def_t *d = op(name);
   tp_meta_t out[TP_MAX_OUTS];
   int n = 0;
@@ -151,6 +151,12 @@ static void check_golden(const char *name, tp_op_arg_t *args, int n_args, const 
   char *text = NULL;
   CHECK_OK(tp_hlo_finish(b, res, n, &text));
   tp_hlo_builder_free(b);
+  return text;
+}
+
+/* Emits |name| and compares with tests/c/golden/<file>. */
+static void check_golden(const char *name, tp_op_arg_t *args, int n_args, const char *file) {
+  char *text = emit_text(name, args, n_args);
   char path[256];
   snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, file);
   FILE *f = fopen(path, "rb");
@@ -234,6 +240,42 @@ static void test_added_ops_infer(void) {
   st = ir->infer(ir, ia, 5, out, &n);
   CHECK(st && strstr(tp_status_message(st), "prod, mean, amax or amin"));
   tp_status_free(st);
+}
+
+/* The special functions (special.c): integers and bool compute in float32, 16-bit floats fall
+ * back, the polynomials broadcast x with n and take a Python number for either; every row
+ * builds, the polynomials with their recurrence loop. */
+static void test_special(void) {
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  const tp_op_def_t *j0 = op("special_bessel_j0");
+  tp_op_arg_t a = tensor(TP_DTYPE_I64, 1, (int64_t[]){3});
+  CHECK_OK(j0->infer(j0, &a, 1, out, &n));
+  CHECK(n == 1 && out[0].dtype == TP_DTYPE_F32);
+  a.meta.dtype = TP_DTYPE_BF16;
+  tp_status_t *st = j0->infer(j0, &a, 1, out, &n);
+  CHECK(st && tp_status_code(st) == TP_UNIMPLEMENTED);
+  tp_status_free(st);
+  const tp_op_def_t *t = op("special_chebyshev_polynomial_t");
+  tp_op_arg_t p[2] = {tensor(TP_DTYPE_F64, 2, (int64_t[]){3, 1}), tensor(TP_DTYPE_I64, 1, (int64_t[]){4})};
+  CHECK_OK(t->infer(t, p, 2, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_F64 && out[0].ndim == 2 && out[0].sizes[0] == 3 && out[0].sizes[1] == 4);
+  const tp_op_def_t *xs = op("special_chebyshev_polynomial_t.x_scalar");
+  tp_op_arg_t q[2] = {scalar(TP_DTYPE_F64, 0.5, true), tensor(TP_DTYPE_I32, 1, (int64_t[]){4})};
+  CHECK_OK(xs->infer(xs, q, 2, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_F32 && q[0].scalar_dtype == TP_DTYPE_F32);
+  for (int i = 0; i < tp_op_count; i++) {
+    const tp_op_def_t *d = &tp_op_table[i];
+    if (d->infer != j0->infer) continue;
+    bool poly = strstr(d->name, "polynomial") != NULL;
+    tp_op_arg_t args[2] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){5}), tensor(TP_DTYPE_F32, 0, NULL)};
+    if (strstr(d->name, ".x_scalar")) args[0] = scalar(TP_DTYPE_F64, 0.5, true);
+    if (strstr(d->name, ".n_scalar")) args[1] = scalar(TP_DTYPE_I64, 3, true);
+    char *text = emit_text(d->name, args, poly ? 2 : 1);
+    CHECK(text && (strstr(text, "stablehlo.while") != NULL) == poly);
+    if (!text) fprintf(stderr, "no program for %s\n", d->name);
+    free(text);
+  }
 }
 
 /* Dtype rules that follow CPU: int64 convolution is native, other integer types fall back; an
@@ -321,6 +363,7 @@ int main(void) {
   test_reduce_linalg_infer();
   test_golden();
   test_added_ops_infer();
+  test_special();
   test_avg_pool();
   TEST_MAIN_END("ops_test");
 }

@@ -1,0 +1,140 @@
+"""The Bessel and Airy functions and the orthogonal polynomials of torch.special (special.c),
+against PyTorch on CPU, with no CPU fallback: special values, integer and bool promotion, the
+Scalar overloads, degrees that take each kernel's special cases, its trigonometric form and its
+recurrence, out=, and a compiled graph."""
+import time
+
+import pytest
+import torch
+
+import torch_pjrt
+from tpu_helpers import DEVICE, assert_same, make
+
+F32, F64 = torch.float32, torch.float64
+
+
+def dname(d):
+    return str(d).replace("torch.", "")
+
+
+def check_native(fn, *cpu_args, **kw):
+    dev = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    with torch_pjrt.strict():
+        got = fn(*dev)
+        torch.tpu.synchronize()
+    assert_same(got, fn(*cpu_args), **kw)
+
+
+BESSEL = ["airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
+          "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+          "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0"]
+
+# Each kernel's branch points (1e-5, 0.5, 2, 2.09, 5, 8, 8.32, 103.892) from both sides, zeros,
+# infinities and NaN.
+POINTS = [0.0, -0.0, 1e-6, -1e-6, 1e-3, 0.49, 0.5, -0.5, 1.0, -1.0, 1.99, 2.0, 2.01, 2.08, 2.09,
+          -2.09, -2.1, 4.99, 5.0, 5.01, -5.0, 7.99, 8.0, 8.01, -8.0, 8.32, 8.33, 30.0, -30.0,
+          95.0, 103.0, 104.0, -104.0, float("inf"), -float("inf"), float("nan")]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dname)
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_values(name, dtype):
+    fn = getattr(torch.special, name)
+    x = torch.cat([torch.tensor(POINTS), make((64,), F64, seed=3, low=-12, high=12)]).to(dtype)
+    kw = {"rtol": 2e-5, "atol": 1e-6} if dtype == F32 else {"rtol": 1e-12, "atol": 1e-14}
+    check_native(fn, x, **kw)
+
+
+@pytest.mark.parametrize("name", BESSEL)
+def test_bessel_promotes_integers_and_bool(name):
+    fn = getattr(torch.special, name)
+    check_native(fn, torch.tensor([[-3, 0, 2], [5, 1, -1]]), rtol=2e-5, atol=1e-6)
+    check_native(fn, torch.tensor([True, False]), rtol=2e-5, atol=1e-6)
+
+
+def test_bessel_half_raises_cpu_error():
+    # CPU has no 16-bit kernels: the call falls back and CPU raises its own error.
+    with pytest.raises(NotImplementedError, match="not implemented for 'BFloat16'"):
+        torch.special.bessel_j0(torch.ones(2, dtype=torch.bfloat16, device=DEVICE))
+
+
+def test_bessel_out_and_backward():
+    x = make((3, 4), F32, seed=4, low=0.5, high=9)
+    check_native(lambda t: torch.special.bessel_j0(t, out=torch.empty_like(t)), x, rtol=2e-5, atol=1e-6)
+    grads = []
+    for dev in ("cpu", DEVICE):
+        xd = x.detach().to(dev).requires_grad_()
+        torch.special.bessel_j0(xd).sum().backward()  # -J1
+        grads.append(xd.grad)
+    assert_same(grads[1], grads[0], rtol=2e-5, atol=1e-6)
+
+
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+               "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+XS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-9, -1e-9, 0.3, -0.7, 0.999, 1.5, -2.0, 3.0, 9.0, -9.0,
+      float("inf"), -float("inf"), float("nan")]
+# Degrees: negative, 0 and 1, the recurrence, the trigonometric forms (above 4, 6 or 8),
+# fractions (truncated), and NaN/inf (taken as negative). Far larger degrees in float32 take
+# cos(n acos(x)) with acos an ulp off CPU's, n times magnified: not compared here.
+NS = [-3.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 12.0, 20.0, 2.7, -0.5,
+      float("nan"), float("inf"), -float("inf")]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dname)
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_grid(name, dtype):
+    fn = getattr(torch.special, name)
+    xs = torch.cat([torch.tensor(XS), make((6,), F64, seed=5, low=-1, high=1)])
+    x, n = torch.meshgrid(xs.to(dtype), torch.tensor(NS, dtype=dtype), indexing="ij")
+    kw = {"rtol": 1e-5, "atol": 1e-5} if dtype == F32 else {"rtol": 1e-10, "atol": 1e-10}
+    check_native(fn, x, n, **kw)
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomial_overloads_and_promotion(name):
+    fn = getattr(torch.special, name)
+    x = make((5, 1), F32, seed=6, low=-1.5, high=1.5)
+    n = torch.arange(-1, 11)
+    check_native(fn, x, n)                                  # broadcast, int64 degrees
+    check_native(fn, x, 7)                                  # n_scalar
+    check_native(fn, 0.25, n)                               # x_scalar
+    check_native(fn, torch.tensor([[-2, 0, 3]]), torch.tensor([[4], [5]]))  # int64: float32
+    check_native(fn, torch.tensor([True, False]), torch.tensor([3, 2]))
+    check_native(lambda a, b: fn(a, b, out=torch.empty(5, 12, device=a.device)), x, n)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dname)
+def test_hermite_degree_limit(dtype):
+    # NaN above degree 128 in float, 512 in double; the recurrence up to it.
+    limit = 128 if dtype == F32 else 512
+    x = torch.tensor([[-0.3], [0.02], [1e-3]], dtype=dtype)
+    n = torch.tensor([limit - 1, limit, limit + 1], dtype=dtype)
+    check_native(torch.special.hermite_polynomial_he, x, n, rtol=1e-4)
+    check_native(torch.special.hermite_polynomial_h, x, n, rtol=1e-4)
+
+
+def test_recurrence_stops_where_every_element_is_nan():
+    # T_n(3) overflows to inf and then NaN within ~60 steps; the loop ends there as CPU's does,
+    # not after a million steps.
+    x, n = torch.tensor([3.0, -4.0]), torch.tensor([1e6, 1e6])
+    start = time.time()
+    check_native(torch.special.chebyshev_polynomial_t, x, n)
+    check_native(torch.special.legendre_polynomial_p, x, n)
+    assert time.time() - start < 60
+
+
+def test_polynomial_compiles_into_one_program():
+    import torch_pjrt.compile as tc
+
+    def f(x, n):
+        return torch.special.chebyshev_polynomial_t(x * 0.5, n) + torch.special.bessel_y1(x.abs() + 1)
+
+    x, n = make((4, 6), F32, seed=7, low=-3, high=3), torch.randint(-1, 12, (4, 6))
+    before = dict(tc.stats()["splits"])
+    got = torch.compile(f, backend="tpu")(x.to(DEVICE), n.to(DEVICE))
+    assert_same(got, f(x, n), rtol=2e-5, atol=1e-5)
+    assert tc.stats()["splits"] == before, tc.stats()["split_reasons"]
