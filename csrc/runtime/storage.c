@@ -1,6 +1,7 @@
 /* Storage records, host<->device copies and memory accounting. */
 #include "runtime/storage.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -12,6 +13,44 @@ static _Atomic int64_t g_in_use[TP_MAX_DEVICES];
 static _Atomic int64_t g_peak[TP_MAX_DEVICES];
 
 static int dev_slot(int device) { return device >= 0 && device < TP_MAX_DEVICES ? device : 0; }
+
+/* Released address ranges, kept for reuse by a storage of the same size: a training step frees
+ * and makes the same sizes every step, and an mmap/munmap pair per storage was a measurable part
+ * of a compiled step. Reserved, never-mapped space only (no memory); bounded. */
+#define TP_RANGE_CACHE 256
+static struct {
+  void *addr;
+  size_t len;
+} g_ranges[TP_RANGE_CACHE];
+static int g_n_ranges;
+static pthread_mutex_t g_ranges_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *range_reserve(size_t nbytes) {
+  pthread_mutex_lock(&g_ranges_lock);
+  for (int i = g_n_ranges - 1; i >= 0; i--) {
+    if (g_ranges[i].len == nbytes) {
+      void *addr = g_ranges[i].addr;
+      g_ranges[i] = g_ranges[--g_n_ranges];
+      pthread_mutex_unlock(&g_ranges_lock);
+      return addr;
+    }
+  }
+  pthread_mutex_unlock(&g_ranges_lock);
+  void *addr = mmap(NULL, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return addr == MAP_FAILED ? NULL : addr;
+}
+
+static void range_release(void *addr, size_t nbytes) {
+  pthread_mutex_lock(&g_ranges_lock);
+  if (g_n_ranges == TP_RANGE_CACHE) {  /* full: give one back */
+    munmap(g_ranges[0].addr, g_ranges[0].len);
+    g_ranges[0] = g_ranges[--g_n_ranges];
+  }
+  g_ranges[g_n_ranges].addr = addr;
+  g_ranges[g_n_ranges].len = nbytes;
+  g_n_ranges++;
+  pthread_mutex_unlock(&g_ranges_lock);
+}
 
 tp_status_t *tp_storage_create(tp_client_t *client, int device, size_t nbytes,
                                tp_storage_t **out_storage) {
@@ -32,10 +71,7 @@ tp_status_t *tp_storage_create(tp_client_t *client, int device, size_t nbytes,
   }
   tp_storage_t *s = calloc(1, sizeof(*s));
   void *addr = NULL;
-  if (s && nbytes) {
-    addr = mmap(NULL, nbytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (addr == MAP_FAILED) addr = NULL;
-  }
+  if (s && nbytes) addr = range_reserve(nbytes);
   if (!s || (nbytes && !addr)) {
     free(s);
     atomic_fetch_sub(&g_in_use[d], (int64_t)nbytes);
@@ -61,7 +97,7 @@ void tp_storage_retain(tp_storage_t *s) {
 void tp_storage_release(tp_storage_t *s) {
   if (!s || atomic_fetch_sub((_Atomic int *)&s->refs, 1) != 1) return;
   tp_buffer_destroy(s->client, s->buffer);
-  if (s->addr) munmap(s->addr, s->nbytes);
+  if (s->addr) range_release(s->addr, s->nbytes);
   atomic_fetch_sub(&g_in_use[dev_slot(s->device)], (int64_t)s->nbytes);
   tp_client_release(s->client);
   free(s);
