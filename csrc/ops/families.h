@@ -85,6 +85,13 @@ typedef enum {
 /* Triangular family codes (triangular.c). */
 typedef enum { TP_TRI_CHOLESKY_EX, TP_TRI_SOLVE, TP_TRI_LEGACY, TP_TRI_CHOLESKY_SOLVE } tp_triangular_t;
 
+/* Factorization family codes (lu.c). */
+typedef enum {
+  TP_FAC_LU_FACTOR_EX, TP_FAC_LU, TP_FAC_LU_UNPACK, TP_FAC_LU_SOLVE, TP_FAC_SOLVE_EX,
+  TP_FAC_INV_EX, TP_FAC_DET, TP_FAC_SLOGDET, TP_FAC_GEQRF, TP_FAC_HOUSEHOLDER, TP_FAC_ORMQR,
+  TP_FAC_QR, TP_FAC_EIGVALSH, TP_FAC_SVDVALS, TP_FAC_CHOLESKY_INVERSE,
+} tp_factor_t;
+
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum {
   TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
@@ -158,6 +165,8 @@ TP_DECLARE_OP(tp_infer_cross, tp_emit_cross)
 TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 /* triangular.c */
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
+/* lu.c */
+TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
 tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */

@@ -47,6 +47,8 @@ typedef struct {
   int64_t ints[TP_MAX_DIMS];
   char s[16];          /* STR value, NUL-terminated */
   tp_dtype_t scalar_dtype; /* SCALAR: the type its program input takes; set by infer */
+  bool contiguous;     /* TENSOR: PyTorch's is_contiguous() of the argument (some CPU kernels
+                          choose their algorithm, and so their results, by it) */
 } tp_op_arg_t;
 
 #define TP_MAX_ARGS 16

@@ -449,8 +449,10 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
       a->arg.meta.dtype = a->view.dtype;
       a->arg.meta.ndim = a->view.ndim;
       std::memcpy(a->arg.meta.sizes, a->view.sizes, sizeof(int64_t) * a->view.ndim);
+      a->arg.contiguous = t.is_contiguous();
     } else if (meta_ok && t.is_meta()) {
       a->arg.kind = TP_ARG_TENSOR;
+      a->arg.contiguous = t.is_contiguous();
       a->arg.meta.dtype = to_tp(t.scalar_type());
       a->arg.meta.ndim = static_cast<int>(t.dim());
       if (a->arg.meta.dtype == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;

@@ -1,0 +1,916 @@
+/* Factorization family: LU with partial pivoting and what PyTorch builds on it (unpacking, LU
+ * solves, solve, inverse, det, slogdet), and Householder QR with its Q products (geqrf,
+ * householder_product, ormqr, linalg_qr). Results are unique given LAPACK's conventions, which
+ * these follow so that they match CPU: getrf takes as pivot the first row of largest magnitude in
+ * the column and scales the column by the pivot's reciprocal; geqrf's reflector has
+ * beta = -sign(alpha) * norm and tau = (beta - alpha) / beta. Each factorization is one
+ * stablehlo.while over the columns, vectorised over the flattened batch, so a program does not
+ * grow with the matrix. float32/float64 only: CPU refuses other dtypes, and so the call goes there
+ * to raise. Depends on hlo/ only. */
+#include <float.h>
+#include <string.h>
+
+#include "ops/families.h"
+
+/* ---- small helpers ---- */
+
+static tp_hlo_value_t ci(tp_hlo_builder_t *b, int64_t v) {
+  return tp_hlo_constant_i(b, TP_DTYPE_I32, v);
+}
+
+static tp_hlo_value_t fill(tp_hlo_builder_t *b, tp_dtype_t dt, double v, int ndim,
+                           const int64_t *dims) {
+  return tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, v), ndim, dims);
+}
+
+/* |x| placed into a value of shape |dims| along the dims |map|. */
+static tp_hlo_value_t spread(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim, const int64_t *dims,
+                             const int64_t *map) {
+  return tp_hlo_broadcast_in_dim(b, x, ndim, dims, map);
+}
+
+static tp_hlo_value_t sel(tp_hlo_builder_t *b, tp_hlo_value_t p, tp_hlo_value_t t,
+                          tp_hlo_value_t f) {
+  return tp_hlo_select(b, p, t, f);
+}
+
+static tp_hlo_value_t bin(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x,
+                          tp_hlo_value_t y) {
+  return tp_hlo_binary(b, op, x, y);
+}
+
+static tp_hlo_value_t cmp(tp_hlo_builder_t *b, tp_hlo_cmp_t d, tp_hlo_value_t x, tp_hlo_value_t y) {
+  return tp_hlo_compare(b, d, x, y);
+}
+
+static tp_hlo_value_t reduce1(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
+                              double init, int64_t dim) {
+  return tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, init), op, 1, &dim);
+}
+
+/* Swaps the last two dims. */
+static tp_hlo_value_t mt(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t perm[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) perm[i] = i;
+  perm[x.ndim - 2] = x.ndim - 1;
+  perm[x.ndim - 1] = x.ndim - 2;
+  return tp_hlo_transpose(b, x, perm);
+}
+
+/* [batch..., r, c] -> [prod(batch), r, c] (|tail| trailing dims kept). */
+static tp_hlo_value_t flat(tp_hlo_builder_t *b, tp_hlo_value_t x, int tail) {
+  int64_t d[3], bt = 1;
+  for (int i = 0; i < x.ndim - tail; i++) bt *= x.dims[i];
+  d[0] = bt;
+  for (int i = 0; i < tail; i++) d[1 + i] = x.dims[x.ndim - tail + i];
+  return tp_hlo_reshape(b, x, 1 + tail, d);
+}
+
+static tp_hlo_value_t unflat(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_meta_t *m) {
+  return tp_hlo_reshape(b, x, m->ndim, m->sizes);
+}
+
+/* Column |k| (scalar i32) of [bt, m, n] as [bt, m]; row |k| as [bt, n]. */
+static tp_hlo_value_t column(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t k) {
+  tp_hlo_value_t z = ci(b, 0), st[3] = {z, z, k};
+  int64_t sz[3] = {a.dims[0], a.dims[1], 1};
+  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, a, st, sz), 2, a.dims);
+}
+
+static tp_hlo_value_t row(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t k) {
+  tp_hlo_value_t z = ci(b, 0), st[3] = {z, k, z};
+  int64_t sz[3] = {a.dims[0], 1, a.dims[2]}, d2[2] = {a.dims[0], a.dims[2]};
+  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, a, st, sz), 2, d2);
+}
+
+/* Entry |k| of the last dim of [bt, n] as [bt]. */
+static tp_hlo_value_t entry(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_hlo_value_t k) {
+  tp_hlo_value_t st[2] = {ci(b, 0), k};
+  int64_t sz[2] = {v.dims[0], 1};
+  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, v, st, sz), 1, v.dims);
+}
+
+/* ---- LU ---- */
+
+/* getrf of |a| [bt, m, n]: the packed factors, 1-based i32 pivots [bt, min(m, n)] and info [bt]
+ * (1 + the first zero pivot, else 0). Right-looking: per column, pick the pivot, swap rows,
+ * scale the column below by the pivot's reciprocal and update the trailing matrix. */
+static void emit_getrf(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t *out_lu,
+                       tp_hlo_value_t *out_piv, tp_hlo_value_t *out_info) {
+  int64_t bt = a.dims[0], m = a.dims[1], n = a.dims[2], k = m < n ? m : n;
+  int64_t d2[2] = {bt, m}, dp[2] = {bt, k}, d3[3] = {bt, m, n};
+  const int64_t m01[2] = {0, 1}, m02[2] = {0, 2}, m0 = 0;
+  tp_dtype_t dt = a.dtype;
+  tp_hlo_value_t piv = fill(b, TP_DTYPE_I32, 0, 2, dp), info = fill(b, TP_DTYPE_I32, 0, 1, &bt);
+  if (k == 0 || bt == 0) {
+    *out_lu = a, *out_piv = piv, *out_info = info;
+    return;
+  }
+  double sfmin = dt == TP_DTYPE_F64 ? DBL_MIN : FLT_MIN;
+  tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
+  tp_hlo_value_t rows3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1);
+  tp_hlo_value_t cols3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2);
+  tp_hlo_value_t init[4] = {ci(b, 0), a, piv, info}, s[4], res[4];
+  tp_hlo_while_begin(b, init, 4, s);
+  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_value_t kk = s[0], A = s[1];
+  tp_hlo_value_t k2 = tp_hlo_broadcast_to(b, kk, 2, d2), k3 = tp_hlo_broadcast_to(b, kk, 3, d3);
+  /* Pivot: the first row >= k of largest magnitude (NaN never wins, as in isamax after the
+   * first entry; a column of NaN keeps row k). */
+  tp_hlo_value_t cand = sel(b, cmp(b, TP_CMP_GE, rows2, k2), tp_hlo_unary(b, TP_HLO_ABS, column(b, A, kk)),
+                            fill(b, dt, -1, 2, d2));
+  tp_hlo_value_t maxv = reduce1(b, cand, TP_HLO_MAX, -1, 1);
+  tp_hlo_value_t hit = cmp(b, TP_CMP_EQ, cand, spread(b, maxv, 2, d2, &m0));
+  tp_hlo_value_t p = tp_hlo_reduce(b, sel(b, hit, rows2, fill(b, TP_DTYPE_I32, (double)m, 2, d2)),
+                                   ci(b, m), TP_HLO_MIN, 1, (const int64_t[]){1});
+  tp_hlo_value_t kb = tp_hlo_broadcast_to(b, kk, 1, &bt);
+  p = sel(b, cmp(b, TP_CMP_EQ, p, fill(b, TP_DTYPE_I32, (double)m, 1, &bt)), kb, p);
+  /* Swap rows k and p. */
+  tp_hlo_value_t is_p = cmp(b, TP_CMP_EQ, rows3, spread(b, p, 3, d3, &m0));
+  tp_hlo_value_t is_k = cmp(b, TP_CMP_EQ, rows3, k3);
+  tp_hlo_value_t rowp = reduce1(b, sel(b, is_p, A, fill(b, dt, 0, 3, d3)), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t rowk = row(b, A, kk);
+  A = sel(b, is_k, spread(b, rowp, 3, d3, m02), sel(b, is_p, spread(b, rowk, 3, d3, m02), A));
+  tp_hlo_value_t one_i = tp_hlo_broadcast_to(b, ci(b, 1), 1, &bt);
+  int64_t d1[2] = {bt, 1};
+  tp_hlo_value_t pst[2] = {ci(b, 0), kk};
+  tp_hlo_value_t npiv = tp_hlo_dynamic_update_slice(
+      b, s[2], tp_hlo_reshape(b, bin(b, TP_HLO_ADD, p, one_i), 2, d1), pst);
+  /* info: the first zero pivot. */
+  tp_hlo_value_t urow = row(b, A, kk);
+  tp_hlo_value_t d = entry(b, urow, kk);
+  tp_hlo_value_t dz = cmp(b, TP_CMP_EQ, d, fill(b, dt, 0, 1, &bt));
+  tp_hlo_value_t first = tp_hlo_binary(b, TP_HLO_AND, dz,
+                                       cmp(b, TP_CMP_EQ, s[3], fill(b, TP_DTYPE_I32, 0, 1, &bt)));
+  tp_hlo_value_t ninfo = sel(b, first, bin(b, TP_HLO_ADD, kb, one_i), s[3]);
+  /* Multipliers: times the reciprocal, or divided when it would overflow; none for a zero pivot
+   * (the column below is zero then). */
+  tp_hlo_value_t col = column(b, A, kk);
+  tp_hlo_value_t dd = spread(b, d, 2, d2, &m0);
+  tp_hlo_value_t l = bin(b, TP_HLO_MUL, col, bin(b, TP_HLO_DIV, fill(b, dt, 1, 2, d2), dd));
+  tp_hlo_value_t small = cmp(b, TP_CMP_LT, tp_hlo_unary(b, TP_HLO_ABS, dd), fill(b, dt, sfmin, 2, d2));
+  l = sel(b, small, bin(b, TP_HLO_DIV, col, dd), l);
+  l = sel(b, cmp(b, TP_CMP_EQ, dd, fill(b, dt, 0, 2, d2)), col, l);
+  tp_hlo_value_t L3 = spread(b, l, 3, d3, m01), U3 = spread(b, urow, 3, d3, m02);
+  tp_hlo_value_t below = cmp(b, TP_CMP_GT, rows3, k3);
+  tp_hlo_value_t right = cmp(b, TP_CMP_GT, cols3, k3), on = cmp(b, TP_CMP_EQ, cols3, k3);
+  tp_hlo_value_t upd = bin(b, TP_HLO_SUB, A, bin(b, TP_HLO_MUL, L3, U3));
+  A = sel(b, tp_hlo_binary(b, TP_HLO_AND, below, right), upd,
+          sel(b, tp_hlo_binary(b, TP_HLO_AND, below, on), L3, A));
+  tp_hlo_value_t next[4] = {bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, npiv, ninfo};
+  tp_hlo_while_end(b, next, res);
+  *out_lu = res[1], *out_piv = res[2], *out_info = res[3];
+}
+
+/* The row order the pivots' interchanges give: [bt, m] i32 with (P^T A)[i] = A[perm[i]]. */
+static tp_hlo_value_t emit_perm(tp_hlo_builder_t *b, tp_hlo_value_t piv, int64_t m) {
+  int64_t bt = piv.dims[0], k = piv.dims[1], d2[2] = {bt, m};
+  const int64_t m0 = 0;
+  tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
+  if (k == 0 || bt == 0 || m == 0) return rows2;
+  tp_hlo_value_t init[2] = {ci(b, 0), rows2}, s[2], res[2];
+  tp_hlo_while_begin(b, init, 2, s);
+  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_value_t j = s[0], perm = s[1];
+  tp_hlo_value_t p = bin(b, TP_HLO_SUB, entry(b, piv, j), tp_hlo_broadcast_to(b, ci(b, 1), 1, &bt));
+  tp_hlo_value_t at_j = entry(b, perm, j);
+  tp_hlo_value_t is_p = cmp(b, TP_CMP_EQ, rows2, spread(b, p, 2, d2, &m0));
+  tp_hlo_value_t at_p = tp_hlo_reduce(b, sel(b, is_p, perm, fill(b, TP_DTYPE_I32, 0, 2, d2)),
+                                      ci(b, 0), TP_HLO_ADD, 1, (const int64_t[]){1});
+  tp_hlo_value_t is_j = cmp(b, TP_CMP_EQ, rows2, tp_hlo_broadcast_to(b, j, 2, d2));
+  perm = sel(b, is_j, spread(b, at_p, 2, d2, &m0), sel(b, is_p, spread(b, at_j, 2, d2, &m0), perm));
+  tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, j, ci(b, 1)), perm};
+  tp_hlo_while_end(b, next, res);
+  return res[1];
+}
+
+/* Inverse of a permutation [bt, m]. */
+static tp_hlo_value_t invert_perm(tp_hlo_builder_t *b, tp_hlo_value_t perm) {
+  int64_t d3[3] = {perm.dims[0], perm.dims[1], perm.dims[1]};
+  const int64_t m01[2] = {0, 1};
+  tp_hlo_value_t hit = cmp(b, TP_CMP_EQ, spread(b, perm, 3, d3, m01),
+                           tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2));
+  tp_hlo_value_t i = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1);
+  return tp_hlo_reduce(b, sel(b, hit, i, fill(b, TP_DTYPE_I32, 0, 3, d3)), ci(b, 0), TP_HLO_ADD, 1,
+                       (const int64_t[]){1});
+}
+
+/* Rows of |x| [bt, n, c] in the order |perm| [bt, n]: out[i] = x[perm[i]] (a gather: exact). */
+static tp_hlo_value_t gather_rows(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t perm) {
+  int64_t bt = x.dims[0], n = x.dims[1], c = x.dims[2], total = bt * n * c;
+  const int64_t m01[2] = {0, 1};
+  tp_hlo_value_t bi = tp_hlo_iota(b, TP_DTYPE_I64, 3, x.dims, 0);
+  tp_hlo_value_t ji = tp_hlo_iota(b, TP_DTYPE_I64, 3, x.dims, 2);
+  tp_hlo_value_t pi = tp_hlo_convert(b, spread(b, perm, 3, x.dims, m01), TP_DTYPE_I64);
+  tp_hlo_value_t idx = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, bi, fill(b, TP_DTYPE_I64, (double)n, 3, x.dims)), pi);
+  idx = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, idx, fill(b, TP_DTYPE_I64, (double)c, 3, x.dims)), ji);
+  return tp_hlo_gather_1d(b, tp_hlo_reshape(b, x, 1, &total), idx);
+}
+
+/* getrs: solves A X = B (or A^T X = B when |adjoint|) for |lu| [bt, n, n] with |piv| [bt, n] and
+ * |rhs| [bt, n, c]. */
+static tp_hlo_value_t emit_getrs(tp_hlo_builder_t *b, tp_hlo_value_t lu, tp_hlo_value_t piv,
+                                 tp_hlo_value_t rhs, bool adjoint) {
+  if (tp_hlo_numel(&rhs) == 0) return rhs;
+  tp_hlo_value_t perm = emit_perm(b, piv, lu.dims[1]);
+  if (!adjoint) {
+    tp_hlo_value_t y = gather_rows(b, rhs, perm);
+    y = tp_hlo_triangular_solve(b, lu, y, true, true, true, false);
+    return tp_hlo_triangular_solve(b, lu, y, true, false, false, false);
+  }
+  tp_hlo_value_t y = tp_hlo_triangular_solve(b, lu, rhs, true, false, false, true);
+  y = tp_hlo_triangular_solve(b, lu, y, true, true, true, true);
+  return gather_rows(b, y, invert_perm(b, perm));
+}
+
+/* |x| [batch..., r, c] broadcast to |batch| (ndim - 2 dims of |like|) and flattened. */
+static tp_hlo_value_t batch_flat(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_meta_t *batch,
+                                 int tail) {
+  int64_t d[TP_MAX_DIMS];
+  memcpy(d, batch->sizes, sizeof(int64_t) * (size_t)batch->ndim);
+  for (int i = 0; i < tail; i++) d[batch->ndim + i] = x.dims[x.ndim - tail + i];
+  return flat(b, tp_hlo_broadcast_to(b, x, batch->ndim + tail, d), tail);
+}
+
+/* Solves with the factors: left, A X = B; right, X A = B as A^T X^T = B^T. |lu| [bt, n, n]. */
+static tp_hlo_value_t solve_side(tp_hlo_builder_t *b, tp_hlo_value_t lu, tp_hlo_value_t piv,
+                                 tp_hlo_value_t rhs, bool left, bool adjoint) {
+  if (left) return emit_getrs(b, lu, piv, rhs, adjoint);
+  return mt(b, emit_getrs(b, lu, piv, mt(b, rhs), !adjoint));
+}
+
+/* det's sign from pivots [bt, k]: (-1)^(number of interchanges), in |dt|. */
+static tp_hlo_value_t pivots_sign(tp_hlo_builder_t *b, tp_hlo_value_t piv, tp_dtype_t dt) {
+  tp_hlo_value_t pos = bin(b, TP_HLO_ADD, tp_hlo_iota(b, TP_DTYPE_I32, 2, piv.dims, 1),
+                           fill(b, TP_DTYPE_I32, 1, 2, piv.dims));
+  tp_hlo_value_t swaps = tp_hlo_reduce(
+      b, sel(b, cmp(b, TP_CMP_NE, pos, piv), fill(b, TP_DTYPE_I32, 1, 2, piv.dims),
+             fill(b, TP_DTYPE_I32, 0, 2, piv.dims)),
+      ci(b, 0), TP_HLO_ADD, 1, (const int64_t[]){1});
+  tp_hlo_value_t odd = bin(b, TP_HLO_REM, swaps, fill(b, TP_DTYPE_I32, 2, 1, swaps.dims));
+  tp_hlo_value_t s = bin(b, TP_HLO_SUB, fill(b, TP_DTYPE_I32, 1, 1, odd.dims),
+                         bin(b, TP_HLO_MUL, odd, fill(b, TP_DTYPE_I32, 2, 1, odd.dims)));
+  return tp_hlo_convert(b, s, dt);
+}
+
+/* Diagonal of [bt, n, n] as [bt, n]. */
+static tp_hlo_value_t diagonal(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t r = tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1);
+  tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2);
+  return reduce1(b, sel(b, cmp(b, TP_CMP_EQ, r, c), x, fill(b, x.dtype, 0, 3, x.dims)), TP_HLO_ADD,
+                 0, 2);
+}
+
+/* Keeps the entries of [bt, r, c] with col - row >= lo (upper) or <= hi (lower); others 0. */
+static tp_hlo_value_t band(tp_hlo_builder_t *b, tp_hlo_value_t x, bool upper, int64_t off) {
+  tp_hlo_value_t r = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 2);
+  tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 1);
+  tp_hlo_value_t diff = bin(b, TP_HLO_SUB, c, r);
+  tp_hlo_value_t keep = cmp(b, upper ? TP_CMP_GE : TP_CMP_LE, diff,
+                            fill(b, TP_DTYPE_I64, (double)off, x.ndim, x.dims));
+  return sel(b, keep, x, fill(b, x.dtype, 0, x.ndim, x.dims));
+}
+
+/* ---- QR ---- */
+
+/* geqrf of |a| [bt, m, n]: reflectors below the diagonal, R on and above it, tau [bt, k]. */
+static void emit_geqrf(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t *out_qr,
+                       tp_hlo_value_t *out_tau) {
+  int64_t bt = a.dims[0], m = a.dims[1], n = a.dims[2], k = m < n ? m : n;
+  int64_t d2[2] = {bt, m}, dt2[2] = {bt, k}, d3[3] = {bt, m, n};
+  const int64_t m01[2] = {0, 1}, m02[2] = {0, 2}, m0 = 0;
+  tp_dtype_t dt = a.dtype;
+  tp_hlo_value_t tau = fill(b, dt, 0, 2, dt2);
+  if (k == 0 || bt == 0) {
+    *out_qr = a, *out_tau = tau;
+    return;
+  }
+  tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
+  tp_hlo_value_t rows3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1);
+  tp_hlo_value_t cols3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2);
+  tp_hlo_value_t init[3] = {ci(b, 0), a, tau}, s[3], res[3];
+  tp_hlo_while_begin(b, init, 3, s);
+  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_value_t kk = s[0], A = s[1];
+  tp_hlo_value_t k2 = tp_hlo_broadcast_to(b, kk, 2, d2), k3 = tp_hlo_broadcast_to(b, kk, 3, d3);
+  tp_hlo_value_t col = column(b, A, kk);
+  tp_hlo_value_t zero2 = fill(b, dt, 0, 2, d2), zero1 = fill(b, dt, 0, 1, &bt);
+  tp_hlo_value_t below2 = cmp(b, TP_CMP_GT, rows2, k2);
+  tp_hlo_value_t x = sel(b, below2, col, zero2);
+  tp_hlo_value_t xnorm = tp_hlo_unary(b, TP_HLO_SQRT, reduce1(b, bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1));
+  tp_hlo_value_t alpha = entry(b, col, kk);
+  /* beta = -sign(alpha) * hypot(alpha, xnorm), the hypot as lapy2 forms it. */
+  tp_hlo_value_t aa = tp_hlo_unary(b, TP_HLO_ABS, alpha);
+  tp_hlo_value_t w = bin(b, TP_HLO_MAX, aa, xnorm), z = bin(b, TP_HLO_MIN, aa, xnorm);
+  tp_hlo_value_t q = bin(b, TP_HLO_DIV, z, w);
+  tp_hlo_value_t one1 = fill(b, dt, 1, 1, &bt);
+  tp_hlo_value_t hyp = bin(b, TP_HLO_MUL, w, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one1, bin(b, TP_HLO_MUL, q, q))));
+  hyp = sel(b, cmp(b, TP_CMP_EQ, z, zero1), w, hyp);
+  tp_hlo_value_t beta = sel(b, cmp(b, TP_CMP_GE, alpha, zero1), tp_hlo_unary(b, TP_HLO_NEG, hyp), hyp);
+  tp_hlo_value_t trivial = cmp(b, TP_CMP_EQ, xnorm, zero1);
+  tp_hlo_value_t t = sel(b, trivial, zero1, bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, beta, alpha), beta));
+  beta = sel(b, trivial, alpha, beta);
+  tp_hlo_value_t scale = bin(b, TP_HLO_DIV, one1, bin(b, TP_HLO_SUB, alpha, beta));
+  tp_hlo_value_t vlow = sel(b, spread(b, trivial, 2, d2, &m0), x,
+                            bin(b, TP_HLO_MUL, x, spread(b, scale, 2, d2, &m0)));
+  tp_hlo_value_t is_k2 = cmp(b, TP_CMP_EQ, rows2, k2);
+  tp_hlo_value_t v = sel(b, is_k2, fill(b, dt, 1, 2, d2), vlow); /* zero above k */
+  /* Apply H = I - tau v v^T to the columns right of k: A -= v (tau v^T A). */
+  const int64_t bd = 0, vc = 1, ac = 1;
+  tp_hlo_value_t wv = tp_hlo_dot_general(b, v, A, 1, &bd, &bd, 1, &vc, &ac, dt); /* [bt, n] */
+  tp_hlo_value_t tw = bin(b, TP_HLO_MUL, spread(b, tp_hlo_unary(b, TP_HLO_NEG, t), 2, (int64_t[]){bt, n}, &m0), wv);
+  tp_hlo_value_t upd = bin(b, TP_HLO_ADD, A, bin(b, TP_HLO_MUL, spread(b, v, 3, d3, m01), spread(b, tw, 3, d3, m02)));
+  tp_hlo_value_t right = cmp(b, TP_CMP_GT, cols3, k3), on = cmp(b, TP_CMP_EQ, cols3, k3);
+  tp_hlo_value_t lower = cmp(b, TP_CMP_GE, rows3, k3);
+  tp_hlo_value_t newcol = sel(b, is_k2, spread(b, beta, 2, d2, &m0), sel(b, below2, vlow, col));
+  A = sel(b, tp_hlo_binary(b, TP_HLO_AND, lower, right), upd,
+          sel(b, on, spread(b, newcol, 3, d3, m01), A));
+  tp_hlo_value_t tst[2] = {ci(b, 0), kk};
+  int64_t d1[2] = {bt, 1};
+  tp_hlo_value_t ntau = tp_hlo_dynamic_update_slice(b, s[2], tp_hlo_reshape(b, t, 2, d1), tst);
+  tp_hlo_value_t next[3] = {bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, ntau};
+  tp_hlo_while_end(b, next, res);
+  *out_qr = res[1], *out_tau = res[2];
+}
+
+/* Applies the reflectors H_i = I - tau_i v_i v_i^T (v_i from column i of |refl| [bt, r, kr],
+ * unit at i, zero above) to |c| [bt, r, cc] from the left (or [bt, cc, r] from the right), for
+ * i in 0..k-1 ascending or descending. */
+static tp_hlo_value_t apply_reflectors(tp_hlo_builder_t *b, tp_hlo_value_t refl, tp_hlo_value_t tau,
+                                       tp_hlo_value_t c, bool left, bool ascending) {
+  int64_t bt = refl.dims[0], r = refl.dims[1], k = tau.dims[1];
+  if (k == 0 || bt == 0 || tp_hlo_numel(&c) == 0) return c;
+  tp_dtype_t dt = c.dtype;
+  int64_t d2[2] = {bt, r};
+  const int64_t m0 = 0, m01[2] = {0, 1}, m02[2] = {0, 2};
+  tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
+  tp_hlo_value_t init[2] = {ci(b, 0), c}, s[2], res[2];
+  tp_hlo_while_begin(b, init, 2, s);
+  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_value_t i = ascending ? s[0] : bin(b, TP_HLO_SUB, ci(b, k - 1), s[0]);
+  tp_hlo_value_t C = s[1];
+  tp_hlo_value_t i2 = tp_hlo_broadcast_to(b, i, 2, d2);
+  tp_hlo_value_t col = column(b, refl, i);
+  tp_hlo_value_t v = sel(b, cmp(b, TP_CMP_EQ, rows2, i2), fill(b, dt, 1, 2, d2),
+                         sel(b, cmp(b, TP_CMP_GT, rows2, i2), col, fill(b, dt, 0, 2, d2)));
+  tp_hlo_value_t ti = tp_hlo_unary(b, TP_HLO_NEG, entry(b, tau, i));
+  const int64_t bd = 0, vc = 1, cl = 1, cr = 2;
+  if (left) { /* C -= v (tau v^T C) */
+    tp_hlo_value_t w = tp_hlo_dot_general(b, v, C, 1, &bd, &bd, 1, &vc, &cl, dt); /* [bt, cc] */
+    w = bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
+    C = bin(b, TP_HLO_ADD, C, bin(b, TP_HLO_MUL, spread(b, v, 3, C.dims, m01), spread(b, w, 3, C.dims, m02)));
+  } else { /* C -= (C v tau) v^T */
+    tp_hlo_value_t w = tp_hlo_dot_general(b, C, v, 1, &bd, &bd, 1, &cr, &vc, dt); /* [bt, cc] */
+    w = bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
+    C = bin(b, TP_HLO_ADD, C, bin(b, TP_HLO_MUL, spread(b, w, 3, C.dims, m01), spread(b, v, 3, C.dims, m02)));
+  }
+  tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, s[0], ci(b, 1)), C};
+  tp_hlo_while_end(b, next, res);
+  return res[1];
+}
+
+/* orgqr: the first |cols| columns of H_0 ... H_{k-1} for reflectors in |refl| [bt, m, *]. */
+static tp_hlo_value_t emit_orgqr(tp_hlo_builder_t *b, tp_hlo_value_t refl, tp_hlo_value_t tau,
+                                 int64_t cols) {
+  int64_t d3[3] = {refl.dims[0], refl.dims[1], cols};
+  tp_hlo_value_t eye = tp_hlo_convert(b, cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                                             tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
+                                      refl.dtype);
+  return apply_reflectors(b, refl, tau, eye, true, false);
+}
+
+/* ---- symmetric eigenvalues (Jacobi) ---- */
+
+/* Rows |p|, |q| of [bt, n, n] rotated: row_p' = c row_p - s row_q, row_q' = s row_p + c row_q
+ * (|c|, |s| [bt]); along dim 2 for columns when |cols|. */
+static tp_hlo_value_t rotate(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t p,
+                             tp_hlo_value_t q, tp_hlo_value_t c, tp_hlo_value_t s, bool cols) {
+  int64_t bt = x.dims[0], n = x.dims[1];
+  tp_hlo_value_t z = ci(b, 0);
+  tp_hlo_value_t sp[3] = {z, cols ? z : p, cols ? p : z}, sq[3] = {z, cols ? z : q, cols ? q : z};
+  int64_t sz[3] = {bt, cols ? n : 1, cols ? 1 : n};
+  const int64_t m0 = 0;
+  tp_hlo_value_t xp = tp_hlo_dynamic_slice(b, x, sp, sz), xq = tp_hlo_dynamic_slice(b, x, sq, sz);
+  tp_hlo_value_t cc = spread(b, c, 3, sz, &m0), ss = spread(b, s, 3, sz, &m0);
+  tp_hlo_value_t np = bin(b, TP_HLO_SUB, bin(b, TP_HLO_MUL, cc, xp), bin(b, TP_HLO_MUL, ss, xq));
+  tp_hlo_value_t nq = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, ss, xp), bin(b, TP_HLO_MUL, cc, xq));
+  x = tp_hlo_dynamic_update_slice(b, x, np, sp);
+  return tp_hlo_dynamic_update_slice(b, x, nq, sq);
+}
+
+/* Writes the [bt] values |v| at (i, j) of [bt, n, n]. */
+static tp_hlo_value_t put(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t i, tp_hlo_value_t j,
+                          tp_hlo_value_t v) {
+  tp_hlo_value_t st[3] = {ci(b, 0), i, j};
+  int64_t d[3] = {x.dims[0], 1, 1};
+  return tp_hlo_dynamic_update_slice(b, x, tp_hlo_reshape(b, v, 3, d), st);
+}
+
+static tp_hlo_value_t at2(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t i, tp_hlo_value_t j) {
+  tp_hlo_value_t st[3] = {ci(b, 0), i, j};
+  int64_t d[3] = {x.dims[0], 1, 1};
+  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, x, st, d), 1, x.dims);
+}
+
+/* Eigenvalues of the symmetric [bt, n, n] |s| (float64), unsorted: cyclic Jacobi rotations until
+ * the off-diagonal part is negligible. Eigenvalues are unique, so any accurate method matches
+ * LAPACK's within its own error; working in float64 keeps ours well inside it for float32. */
+static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
+  int64_t bt = s.dims[0], n = s.dims[1];
+  tp_dtype_t dt = s.dtype;
+  if (n > 1 && bt > 0) {
+    tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 2);
+    tp_hlo_value_t offd = cmp(b, TP_CMP_NE, r3, c3), zero3 = fill(b, dt, 0, 3, s.dims);
+    const int64_t all[3] = {0, 1, 2};
+    tp_hlo_value_t init[2] = {ci(b, 0), s}, o[2], res[2];
+    tp_hlo_while_begin(b, init, 2, o);
+    {
+      tp_hlo_value_t sq = bin(b, TP_HLO_MUL, o[1], o[1]);
+      tp_hlo_value_t off = reduce1(b, reduce1(b, sel(b, offd, sq, zero3), TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t tot = reduce1(b, reduce1(b, sq, TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t big = cmp(b, TP_CMP_GT, off, bin(b, TP_HLO_MUL, tot, fill(b, dt, 1e-30, 1, &bt)));
+      tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, all);
+      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
+    }
+    tp_hlo_value_t in_init[2] = {ci(b, 0), o[1]}, t[2], in_res[2];
+    tp_hlo_while_begin(b, in_init, 2, t);
+    tp_hlo_while_body(b, cmp(b, TP_CMP_LT, t[0], ci(b, n * n)), t);
+    {
+      tp_hlo_value_t p = bin(b, TP_HLO_DIV, t[0], ci(b, n)), q = bin(b, TP_HLO_REM, t[0], ci(b, n));
+      tp_hlo_value_t x = t[1];
+      tp_hlo_value_t app = at2(b, x, p, p), aqq = at2(b, x, q, q), apq = at2(b, x, p, q);
+      tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
+      tp_hlo_value_t nz = cmp(b, TP_CMP_NE, apq, zero);
+      tp_hlo_value_t apq_safe = sel(b, nz, apq, one);
+      tp_hlo_value_t tau = bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, aqq, app), bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), apq_safe));
+      tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tau, tau)));
+      tp_hlo_value_t tt = bin(b, TP_HLO_DIV, one, bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, tau), root));
+      tt = sel(b, cmp(b, TP_CMP_GE, tau, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
+      tt = sel(b, nz, tt, zero);
+      tp_hlo_value_t c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
+      tp_hlo_value_t sn = bin(b, TP_HLO_MUL, tt, c);
+      tp_hlo_value_t y = rotate(b, rotate(b, x, p, q, c, sn, false), p, q, c, sn, true);
+      y = put(b, y, p, p, bin(b, TP_HLO_SUB, app, bin(b, TP_HLO_MUL, tt, apq)));
+      y = put(b, y, q, q, bin(b, TP_HLO_ADD, aqq, bin(b, TP_HLO_MUL, tt, apq)));
+      y = put(b, put(b, y, p, q, zero), q, p, zero);
+      tp_hlo_value_t valid = cmp(b, TP_CMP_LT, p, q);
+      x = sel(b, tp_hlo_broadcast_to(b, valid, 3, s.dims), y, x);
+      tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, t[0], ci(b, 1)), x};
+      tp_hlo_while_end(b, next, in_res);
+    }
+    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), in_res[1]};
+    tp_hlo_while_end(b, onext, res);
+    s = res[1];
+  }
+  return diagonal(b, s);
+}
+
+static tp_hlo_value_t sort_last(tp_hlo_builder_t *b, tp_hlo_value_t x, bool descending) {
+  tp_hlo_value_t outs[1];
+  if (x.dims[x.ndim - 1] <= 1) return x;
+  return tp_hlo_sort(b, &x, 1, x.ndim - 1, descending, outs);
+}
+
+/* ---- the ops ---- */
+
+static bool lapack_dtype(tp_dtype_t t) { return t == TP_DTYPE_F32 || t == TP_DTYPE_F64; }
+
+static int64_t flag(const tp_op_arg_t *args, int n_args, int i, int64_t dflt) {
+  return i < n_args && args[i].kind == TP_ARG_INT ? args[i].i : dflt;
+}
+
+static tp_status_t *unimpl(const tp_op_def_t *op, const char *why) {
+  return tp_make_status(TP_UNIMPLEMENTED, "%s: %s", op->name, why);
+}
+
+static tp_meta_t shaped(tp_dtype_t dt, const tp_meta_t *batch, int extra, int64_t r, int64_t c) {
+  tp_meta_t m = *batch;
+  m.dtype = dt;
+  m.writes_arg = 0;
+  if (extra >= 1) m.sizes[m.ndim++] = r;
+  if (extra >= 2) m.sizes[m.ndim++] = c;
+  return m;
+}
+
+static tp_meta_t batch_of(const tp_meta_t *x) {
+  tp_meta_t m = *x;
+  m.ndim -= 2;
+  return m;
+}
+
+static tp_meta_t empty_meta(tp_dtype_t dt) {
+  tp_meta_t m = {.dtype = dt, .ndim = 1, .sizes = {0}};
+  return m;
+}
+
+static bool is_vector_rhs(const tp_meta_t *a, const tp_meta_t *bm) {
+  if (bm->ndim == 1) return true;
+  if (a->ndim - 1 != bm->ndim) return false;
+  for (int i = 0; i < bm->ndim; i++)
+    if (bm->sizes[i] != a->sizes[i]) return false;
+  return true;
+}
+
+/* Broadcast of the batch dims (all but the last two) of |x| and |y|. */
+static tp_status_t *batch_bcast(const tp_op_def_t *op, const tp_meta_t *x, const tp_meta_t *y,
+                                tp_meta_t *out) {
+  tp_meta_t bx = batch_of(x), by = batch_of(y);
+  tp_status_t *st = tp_broadcast_shapes(&bx, &by, out);
+  if (st) {
+    tp_status_free(st);
+    return unimpl(op, "batch dims do not broadcast"); /* CPU raises its own error */
+  }
+  return NULL;
+}
+
+static bool square(const tp_meta_t *x) {
+  return x->ndim >= 2 && x->sizes[x->ndim - 1] == x->sizes[x->ndim - 2];
+}
+
+tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  for (int i = 0; i < n_args && i < 3; i++)
+    if (args[i].kind == TP_ARG_TENSOR && args[i].meta.dtype != TP_DTYPE_I32 &&
+        !lapack_dtype(args[i].meta.dtype))
+      return unimpl(op, "dtype");
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR) return unimpl(op, "expected a tensor");
+  const tp_meta_t *a = &args[0].meta;
+  if (a->ndim < 2 || !lapack_dtype(a->dtype)) return unimpl(op, "expected a float matrix");
+  int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1], k = m < n ? m : n;
+  tp_meta_t batch = batch_of(a);
+  switch (op->code) {
+    case TP_FAC_LU_FACTOR_EX:
+      if (!flag(args, n_args, 1, 1) || flag(args, n_args, 2, 0))
+        return unimpl(op, "no pivoting or check_errors");
+      out[0] = *a;
+      out[1] = shaped(TP_DTYPE_I32, &batch, 1, k, 0);
+      out[2] = shaped(TP_DTYPE_I32, &batch, 0, 0, 0);
+      *n_out = 3;
+      return NULL;
+    case TP_FAC_LU:
+      if (!flag(args, n_args, 1, 1)) return unimpl(op, "no pivoting");
+      out[0] = shaped(a->dtype, &batch, 2, m, m);
+      out[1] = shaped(a->dtype, &batch, 2, m, k);
+      out[2] = shaped(a->dtype, &batch, 2, k, n);
+      *n_out = 3;
+      return NULL;
+    case TP_FAC_LU_UNPACK: {
+      bool data = flag(args, n_args, 2, 1), pivots = flag(args, n_args, 3, 1);
+      if (pivots) {
+        if (n_args < 2 || args[1].kind != TP_ARG_TENSOR || args[1].meta.dtype != TP_DTYPE_I32)
+          return unimpl(op, "pivots must be int32");
+        const tp_meta_t *p = &args[1].meta;
+        if (p->ndim != a->ndim - 1 || p->sizes[p->ndim - 1] != k)
+          return unimpl(op, "pivots shape");
+        for (int i = 0; i < batch.ndim; i++)
+          if (p->sizes[i] != batch.sizes[i]) return unimpl(op, "pivots batch");
+      }
+      out[0] = pivots ? shaped(a->dtype, &batch, 2, m, m) : empty_meta(a->dtype);
+      out[1] = data ? shaped(a->dtype, &batch, 2, m, k) : empty_meta(a->dtype);
+      out[2] = data ? shaped(a->dtype, &batch, 2, k, n) : empty_meta(a->dtype);
+      *n_out = 3;
+      return NULL;
+    }
+    case TP_FAC_LU_SOLVE: {
+      if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR)
+        return unimpl(op, "expected tensors");
+      const tp_meta_t *p = &args[1].meta, *bm = &args[2].meta;
+      bool left = flag(args, n_args, 3, 1);
+      if (!square(a) || p->dtype != TP_DTYPE_I32 || bm->dtype != a->dtype || bm->ndim < 2 ||
+          p->ndim != a->ndim - 1)
+        return unimpl(op, "arguments");
+      for (int i = 0; i < p->ndim; i++)
+        if (p->sizes[i] != a->sizes[i]) return unimpl(op, "pivots shape");
+      if ((left ? bm->sizes[bm->ndim - 2] : bm->sizes[bm->ndim - 1]) != n)
+        return unimpl(op, "shapes of A and B");
+      tp_meta_t bb;
+      TP_RETURN_IF_ERROR(batch_bcast(op, bm, a, &bb));
+      if (bb.ndim + 2 > TP_MAX_DIMS) return unimpl(op, "too many dims");
+      out[0] = shaped(a->dtype, &bb, 2, bm->sizes[bm->ndim - 2], bm->sizes[bm->ndim - 1]);
+      *n_out = 1;
+      return NULL;
+    }
+    case TP_FAC_SOLVE_EX: {
+      if (n_args < 2 || args[1].kind != TP_ARG_TENSOR) return unimpl(op, "expected tensors");
+      const tp_meta_t *bm = &args[1].meta;
+      bool left = flag(args, n_args, 2, 1);
+      if (flag(args, n_args, 3, 0)) return unimpl(op, "check_errors");
+      if (!square(a) || bm->dtype != a->dtype) return unimpl(op, "arguments");
+      bool vec = is_vector_rhs(a, bm);
+      if (vec && !left) return unimpl(op, "vector rhs with left=False");
+      tp_meta_t b2 = *bm;
+      if (vec) b2.sizes[b2.ndim++] = 1;
+      if (b2.ndim < 2 || b2.ndim > TP_MAX_DIMS ||
+          (left ? b2.sizes[b2.ndim - 2] : b2.sizes[b2.ndim - 1]) != n)
+        return unimpl(op, "shapes of A and B");
+      tp_meta_t bb;
+      TP_RETURN_IF_ERROR(batch_bcast(op, &b2, a, &bb));
+      if (bb.ndim + 2 > TP_MAX_DIMS) return unimpl(op, "too many dims");
+      out[0] = shaped(a->dtype, &bb, vec ? 1 : 2, b2.sizes[b2.ndim - 2], b2.sizes[b2.ndim - 1]);
+      out[1] = *a;
+      out[2] = shaped(TP_DTYPE_I32, &batch, 1, n, 0);
+      out[3] = shaped(TP_DTYPE_I32, &batch, 0, 0, 0);
+      *n_out = 4;
+      return NULL;
+    }
+    case TP_FAC_INV_EX:
+      if (flag(args, n_args, 1, 0)) return unimpl(op, "check_errors");
+      if (!square(a)) return unimpl(op, "not square");
+      out[0] = *a;
+      out[1] = shaped(TP_DTYPE_I32, &batch, 0, 0, 0);
+      *n_out = 2;
+      return NULL;
+    case TP_FAC_DET:
+    case TP_FAC_SLOGDET: {
+      if (!square(a)) return unimpl(op, "not square");
+      int i = 0;
+      out[i++] = shaped(a->dtype, &batch, 0, 0, 0);
+      if (op->code == TP_FAC_SLOGDET) out[i++] = shaped(a->dtype, &batch, 0, 0, 0);
+      out[i++] = *a;
+      out[i++] = shaped(TP_DTYPE_I32, &batch, 1, n, 0);
+      *n_out = i;
+      return NULL;
+    }
+    case TP_FAC_GEQRF:
+      out[0] = *a;
+      out[1] = shaped(a->dtype, &batch, 1, k, 0);
+      *n_out = 2;
+      return NULL;
+    case TP_FAC_HOUSEHOLDER: {
+      if (n_args < 2 || args[1].kind != TP_ARG_TENSOR) return unimpl(op, "expected tensors");
+      const tp_meta_t *t = &args[1].meta;
+      if (t->dtype != a->dtype || t->ndim != a->ndim - 1 || m < n || t->sizes[t->ndim - 1] > n)
+        return unimpl(op, "arguments");
+      for (int i = 0; i < batch.ndim; i++)
+        if (t->sizes[i] != batch.sizes[i]) return unimpl(op, "tau batch");
+      out[0] = *a;
+      *n_out = 1;
+      return NULL;
+    }
+    case TP_FAC_ORMQR: {
+      if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR)
+        return unimpl(op, "expected tensors");
+      const tp_meta_t *t = &args[1].meta, *c = &args[2].meta;
+      bool left = flag(args, n_args, 3, 1);
+      if (t->dtype != a->dtype || c->dtype != a->dtype || c->ndim != a->ndim ||
+          t->ndim != a->ndim - 1)
+        return unimpl(op, "arguments");
+      for (int i = 0; i < batch.ndim; i++)
+        if (t->sizes[i] != batch.sizes[i] || c->sizes[i] != batch.sizes[i])
+          return unimpl(op, "batch");
+      int64_t kt = t->sizes[t->ndim - 1];
+      int64_t mn = left ? c->sizes[c->ndim - 2] : c->sizes[c->ndim - 1];
+      if (m != mn || kt > mn || kt > n) return unimpl(op, "shapes");
+      out[0] = *c;
+      *n_out = 1;
+      return NULL;
+    }
+    case TP_FAC_QR: {
+      const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
+      bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
+      if (!complete && !r_only && strcmp(mode, "reduced")) return unimpl(op, "mode");
+      out[0] = r_only ? empty_meta(a->dtype) : shaped(a->dtype, &batch, 2, m, complete ? m : k);
+      out[1] = shaped(a->dtype, &batch, 2, complete ? m : k, n);
+      *n_out = 2;
+      return NULL;
+    }
+    case TP_FAC_CHOLESKY_INVERSE:
+      if (!square(a)) return unimpl(op, "not square");
+      out[0] = *a;
+      *n_out = 1;
+      return NULL;
+    case TP_FAC_EIGVALSH: {
+      const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
+      if (!square(a) || flag(args, n_args, 2, 1) || (strcmp(uplo, "L") && strcmp(uplo, "U")))
+        return unimpl(op, "eigenvectors (not unique) or arguments");
+      out[0] = shaped(a->dtype, &batch, 1, n, 0);
+      out[1] = empty_meta(a->dtype);
+      *n_out = 2;
+      return NULL;
+    }
+    case TP_FAC_SVDVALS:
+      /* Singular vectors are not unique (signs), so only the values are lowered; float32 only, as
+       * they come from the float64 Gram matrix, which is not accurate enough for float64. */
+      if (flag(args, n_args, 2, 1) || a->dtype != TP_DTYPE_F32 ||
+          (n_args > 3 && args[3].kind != TP_ARG_NONE))
+        return unimpl(op, "singular vectors, float64 or a driver");
+      out[0] = empty_meta(a->dtype);
+      out[1] = shaped(a->dtype, &batch, 1, k, 0);
+      out[2] = empty_meta(a->dtype);
+      *n_out = 3;
+      return NULL;
+    default:
+      return unimpl(op, "unknown code");
+  }
+}
+
+/* A as PyTorch factors it for det and slogdet: A^T when A is contiguous (real dtypes), so that
+ * the returned LU and pivots are the ones their backward formulas expect. */
+static bool use_transpose(const tp_op_arg_t *a) { return a->contiguous; }
+
+void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  int64_t m = a.dims[a.ndim - 2], n = a.dims[a.ndim - 1], k = m < n ? m : n;
+  switch (op->code) {
+    case TP_FAC_LU_FACTOR_EX: {
+      tp_hlo_value_t lu, piv, info;
+      emit_getrf(b, flat(b, a, 2), &lu, &piv, &info);
+      out[0] = unflat(b, lu, &out_meta[0]);
+      out[1] = unflat(b, piv, &out_meta[1]);
+      out[2] = unflat(b, info, &out_meta[2]);
+      return;
+    }
+    case TP_FAC_LU:
+    case TP_FAC_LU_UNPACK: {
+      tp_hlo_value_t lu = flat(b, a, 2), piv = lu;
+      bool data = true, pivots = true;
+      if (op->code == TP_FAC_LU) {
+        tp_hlo_value_t info;
+        emit_getrf(b, lu, &lu, &piv, &info);
+      } else {
+        data = flag(args, n_args, 2, 1), pivots = flag(args, n_args, 3, 1);
+        if (pivots) piv = flat(b, in[1], 1);
+      }
+      int64_t bt = lu.dims[0];
+      if (pivots) {
+        tp_hlo_value_t perm = emit_perm(b, piv, m);
+        int64_t d3[3] = {bt, m, m};
+        const int64_t m02[2] = {0, 2};
+        tp_hlo_value_t p = cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                               spread(b, perm, 3, d3, m02));
+        out[0] = unflat(b, tp_hlo_convert(b, p, a.dtype), &out_meta[0]);
+      } else {
+        out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
+      }
+      if (data) {
+        const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+        int64_t ll[3] = {bt, m, k}, ul[3] = {bt, k, n};
+        tp_hlo_value_t l = band(b, tp_hlo_slice(b, lu, st, ll, one), false, -1);
+        int64_t d3[3] = {bt, m, k};
+        tp_hlo_value_t eye = cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                                 tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2));
+        l = sel(b, eye, fill(b, a.dtype, 1, 3, d3), l);
+        out[1] = unflat(b, l, &out_meta[1]);
+        out[2] = unflat(b, band(b, tp_hlo_slice(b, lu, st, ul, one), true, 0), &out_meta[2]);
+      } else {
+        out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
+        out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
+      }
+      return;
+    }
+    case TP_FAC_LU_SOLVE: {
+      bool left = flag(args, n_args, 3, 1), adjoint = flag(args, n_args, 4, 0);
+      tp_meta_t bb = batch_of(&out_meta[0]);
+      tp_hlo_value_t lu = batch_flat(b, a, &bb, 2), piv = batch_flat(b, in[1], &bb, 1);
+      tp_hlo_value_t x = solve_side(b, lu, piv, batch_flat(b, in[2], &bb, 2), left, adjoint);
+      out[0] = unflat(b, x, &out_meta[0]);
+      return;
+    }
+    case TP_FAC_SOLVE_EX:
+    case TP_FAC_INV_EX: {
+      /* CPU factors A itself here, whatever its layout (only det and slogdet take A^T). */
+      bool at = false;
+      tp_hlo_value_t lu, piv, info;
+      emit_getrf(b, flat(b, at ? mt(b, a) : a, 2), &lu, &piv, &info);
+      tp_hlo_value_t x;
+      tp_meta_t xm;
+      if (op->code == TP_FAC_INV_EX) {
+        int64_t d3[3] = {lu.dims[0], n, n};
+        tp_hlo_value_t eye = tp_hlo_convert(b, cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                                                   tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
+                                            a.dtype);
+        x = emit_getrs(b, lu, piv, eye, at);
+        out[0] = unflat(b, x, &out_meta[0]);
+        out[1] = unflat(b, info, &out_meta[1]);
+        return;
+      }
+      bool left = flag(args, n_args, 2, 1);
+      bool vec = is_vector_rhs(&args[0].meta, &args[1].meta);
+      xm = out_meta[0];
+      if (vec) xm.sizes[xm.ndim++] = 1;
+      tp_meta_t bb = batch_of(&xm);
+      tp_hlo_value_t rhs = in[1];
+      if (vec) {
+        int64_t d[TP_MAX_DIMS];
+        memcpy(d, rhs.dims, sizeof(int64_t) * (size_t)rhs.ndim);
+        d[rhs.ndim] = 1;
+        rhs = tp_hlo_reshape(b, rhs, rhs.ndim + 1, d);
+      }
+      tp_meta_t lum = args[0].meta;
+      tp_hlo_value_t luf = batch_flat(b, unflat(b, lu, &lum), &bb, 2);
+      tp_meta_t pm = out_meta[2];
+      tp_hlo_value_t pivf = batch_flat(b, unflat(b, piv, &pm), &bb, 1);
+      x = solve_side(b, luf, pivf, batch_flat(b, rhs, &bb, 2), left, at);
+      out[0] = unflat(b, x, &out_meta[0]);
+      out[1] = unflat(b, lu, &out_meta[1]);
+      out[2] = unflat(b, piv, &out_meta[2]);
+      out[3] = unflat(b, info, &out_meta[3]);
+      return;
+    }
+    case TP_FAC_DET:
+    case TP_FAC_SLOGDET: {
+      bool at = use_transpose(&args[0]);
+      tp_hlo_value_t lu, piv, info;
+      emit_getrf(b, flat(b, at ? mt(b, a) : a, 2), &lu, &piv, &info);
+      tp_hlo_value_t sgn = pivots_sign(b, piv, a.dtype), diag = diagonal(b, lu);
+      int i = 0;
+      if (op->code == TP_FAC_DET) {
+        out[i] = unflat(b, bin(b, TP_HLO_MUL, sgn, reduce1(b, diag, TP_HLO_MUL, 1, 1)), &out_meta[i]);
+        i++;
+      } else {
+        tp_hlo_value_t s = reduce1(b, tp_hlo_unary(b, TP_HLO_SIGN, diag), TP_HLO_MUL, 1, 1);
+        out[i] = unflat(b, bin(b, TP_HLO_MUL, s, sgn), &out_meta[i]);
+        i++;
+        tp_hlo_value_t la = tp_hlo_unary(b, TP_HLO_LOG, tp_hlo_unary(b, TP_HLO_ABS, diag));
+        out[i] = unflat(b, reduce1(b, la, TP_HLO_ADD, 0, 1), &out_meta[i]);
+        i++;
+      }
+      out[i] = unflat(b, lu, &out_meta[i]);
+      out[i + 1] = unflat(b, piv, &out_meta[i + 1]);
+      return;
+    }
+    case TP_FAC_GEQRF: {
+      tp_hlo_value_t qr, tau;
+      emit_geqrf(b, flat(b, a, 2), &qr, &tau);
+      out[0] = unflat(b, qr, &out_meta[0]);
+      out[1] = unflat(b, tau, &out_meta[1]);
+      return;
+    }
+    case TP_FAC_HOUSEHOLDER: {
+      tp_hlo_value_t q = emit_orgqr(b, flat(b, a, 2), flat(b, in[1], 1), n);
+      out[0] = unflat(b, q, &out_meta[0]);
+      return;
+    }
+    case TP_FAC_ORMQR: {
+      bool left = flag(args, n_args, 3, 1), trans = flag(args, n_args, 4, 0);
+      /* Q = H_0 ... H_{k-1}: Q C applies the last first, Q^T C the first first; on the right,
+       * C Q the first first. */
+      bool ascending = left ? trans : !trans;
+      tp_hlo_value_t c = apply_reflectors(b, flat(b, a, 2), flat(b, in[1], 1), flat(b, in[2], 2),
+                                          left, ascending);
+      out[0] = unflat(b, c, &out_meta[0]);
+      return;
+    }
+    case TP_FAC_QR: {
+      const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
+      bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
+      tp_hlo_value_t qr, tau;
+      emit_geqrf(b, flat(b, a, 2), &qr, &tau);
+      int64_t bt = qr.dims[0], rr = complete ? m : k;
+      const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+      int64_t rl[3] = {bt, rr, n};
+      tp_hlo_value_t r = band(b, tp_hlo_slice(b, qr, st, rl, one), true, 0);
+      out[1] = unflat(b, r, &out_meta[1]);
+      if (r_only) {
+        out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
+        return;
+      }
+      out[0] = unflat(b, emit_orgqr(b, qr, tau, complete ? m : k), &out_meta[0]);
+      return;
+    }
+    case TP_FAC_CHOLESKY_INVERSE: { /* (L L^T)^-1 = L^-T L^-1, or U^-1 U^-T, as potri */
+      bool upper = flag(args, n_args, 1, 0);
+      tp_hlo_value_t x = flat(b, a, 2);
+      if (tp_hlo_numel(&x) == 0) {
+        out[0] = unflat(b, x, &out_meta[0]);
+        return;
+      }
+      tp_hlo_value_t eye = tp_hlo_convert(b, cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1),
+                                                 tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2)),
+                                          a.dtype);
+      tp_hlo_value_t inv = tp_hlo_triangular_solve(b, x, eye, true, !upper, false, false);
+      const int64_t bd = 0, c1 = upper ? 2 : 1;
+      tp_hlo_value_t r = tp_hlo_dot_general(b, inv, inv, 1, &bd, &bd, 1, &c1, &c1, a.dtype);
+      out[0] = unflat(b, r, &out_meta[0]);
+      return;
+    }
+    case TP_FAC_EIGVALSH: {
+      const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
+      bool lower = strcmp(uplo, "U") != 0;
+      tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
+      /* The chosen triangle mirrored: the other one is never read. */
+      tp_hlo_value_t t = band(b, x, !lower, 0), strict = band(b, x, !lower, lower ? -1 : 1);
+      tp_hlo_value_t sym = bin(b, TP_HLO_ADD, t, mt(b, strict));
+      tp_hlo_value_t w = sort_last(b, emit_sym_eigvals(b, sym), false);
+      out[0] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[0]);
+      out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
+      return;
+    }
+    case TP_FAC_SVDVALS: {
+      tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
+      /* The Gram matrix of the smaller side: A^T A (n x n) or A A^T (m x m). */
+      const int64_t bd = 0, c1 = m >= n ? 1 : 2;
+      tp_hlo_value_t g = tp_hlo_dot_general(b, x, x, 1, &bd, &bd, 1, &c1, &c1, TP_DTYPE_F64);
+      tp_hlo_value_t w = emit_sym_eigvals(b, g);
+      w = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_MAX, w, fill(b, TP_DTYPE_F64, 0, w.ndim, w.dims)));
+      w = sort_last(b, w, true);
+      out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
+      out[1] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[1]);
+      out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
+      return;
+    }
+    default:
+      return;
+  }
+}
