@@ -172,6 +172,9 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
     case TP_R_LOGSUMEXP: if (!tp_dtype_is_float(in)) dt = TP_DTYPE_F32; break;
     case TP_R_NORM:
       dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;
+      /* norm(): CPU words its own error for integer inputs. */
+      if (!tp_dtype_is_float(dt) && strncmp(op->name, "norm.", 5) == 0)
+        return tp_make_status(TP_UNIMPLEMENTED, "norm of %s", tp_dtype_name(dt));
       if (!tp_dtype_is_float(dt))
         return tp_make_status(TP_INVALID_ARGUMENT,
                               "linalg.vector_norm: Expected a floating point or complex tensor as "

@@ -707,6 +707,11 @@ struct TableKernel final : c10::OperatorKernel {
     }
     check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
     torch::jit::drop(*stack, n_args);
+    // An op returning a bool (equal) computes it as a 0-d tensor; the caller gets its value.
+    if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType) {
+      torch::jit::push(*stack, outs[0].item<bool>());
+      return;
+    }
     for (int k = 0; k < n_out; k++)
       if (!metas[k].writes_arg) torch::jit::push(*stack, outs[k]);
   }
@@ -1116,7 +1121,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       m.impl(d.out, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<TableKernel>(i, 2)));
   }
   for (const char* name : kCompositesOnCpu)
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+    if (tp_op_lookup(name, nullptr) < 0)  // unless the table lowers it
+      m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
   m.impl("empty.memory_format", tpu_empty);
   m.impl("empty_strided", tpu_empty_strided);
   m.impl("copy_", tpu_copy_);

@@ -391,15 +391,29 @@ def _compile_static(gm):
     output = next(n for n in gm.graph.nodes if n.op == "output")
     attrs = {n: getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
 
-    eager = {id(s): [_eager_step(n) for n in (s.nodes if isinstance(s, _Partition) else [s])]
-             for s in steps}
+    # Per step: the partition (or None) and the functions that run its nodes eagerly.
+    plan, i = [], 0
+    while i < len(steps):
+        if isinstance(steps[i], _Partition):
+            plan.append((steps[i], [_eager_step(n) for n in steps[i].nodes]))
+            i += 1
+            continue
+        j = i
+        while j < len(steps) and _is_host_copy(steps[j]):
+            j += 1
+        if j - i > 1:  # an optimizer's CPU step counters written back: one call, not one each
+            plan.append((None, [_copy_run(steps[i:j])]))
+            i = j
+        else:
+            plan.append((None, [_eager_step(steps[i])]))
+            i += 1
 
     def run(args):
         env = dict(zip(placeholders, args))
         env.update(attrs)
         args.clear()  # the caller's list: let inputs die as soon as the graph is done with them
-        for step in steps:
-            if isinstance(step, _Partition) and not step.eager:
+        for step, fns in plan:
+            if step is not None and not step.eager:
                 try:
                     step.run(env)
                     continue
@@ -412,7 +426,7 @@ def _compile_static(gm):
                     _stats["splits"]["partition that failed to build"] += 1
                     warnings.warn(f"tpu: a compiled partition of {len(step.nodes)} ops failed "
                                   f"to build and runs eagerly instead: {e}")
-            for fn in eager[id(step)]:
+            for fn in fns:
                 fn(env)
         return torch.fx.node.map_arg(output.args[0], env.__getitem__)
 
@@ -434,6 +448,28 @@ def _eager_step(node):
         load = env.__getitem__
         env[node] = target(*torch.fx.node.map_arg(args, load), **torch.fx.node.map_arg(kwargs, load))
     return call
+
+
+def _is_host_copy(node):
+    """A plain copy_ into a CPU tensor (functionalization's write-back of a mutated input)."""
+    if isinstance(node, _Partition) or node.target is not torch.ops.aten.copy_.default:
+        return False
+    dst = _val(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+    return len(node.args) == 2 and not node.kwargs and isinstance(dst, torch.Tensor) and \
+        dst.device.type == "cpu"
+
+
+def _copy_run(nodes):
+    """Consecutive host copy_ nodes as one _foreach_copy_."""
+    pairs = [(n, n.args[0], n.args[1]) for n in nodes]
+
+    def copy(env):
+        load = lambda a: env[a] if isinstance(a, torch.fx.Node) else a
+        dsts = [env[d] for _, d, _ in pairs]
+        torch._foreach_copy_(dsts, [load(s) for _, _, s in pairs])
+        for (n, _, _), d in zip(pairs, dsts):
+            env[n] = d
+    return copy
 
 
 def _decompositions():
