@@ -231,8 +231,8 @@ def _to_device(ins):
                 ins[i] = t.to("tpu")
     for idx in groups.values():
         packed = torch.stack([ins[i] for i in idx]).to("tpu")
-        for k, i in enumerate(idx):
-            ins[i] = packed[k]
+        for i, v in zip(idx, packed.unbind(0)):
+            ins[i] = v
     return ins
 
 
