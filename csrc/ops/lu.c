@@ -381,14 +381,14 @@ static tp_hlo_value_t emit_orgqr(tp_hlo_builder_t *b, tp_hlo_value_t refl, tp_hl
 
 /* ---- symmetric eigenvalues (Jacobi) ---- */
 
-/* Rows |p|, |q| of [bt, n, n] rotated: row_p' = c row_p - s row_q, row_q' = s row_p + c row_q
+/* Rows |p|, |q| of [bt, r, c] rotated: row_p' = c row_p - s row_q, row_q' = s row_p + c row_q
  * (|c|, |s| [bt]); along dim 2 for columns when |cols|. */
 static tp_hlo_value_t rotate(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t p,
                              tp_hlo_value_t q, tp_hlo_value_t c, tp_hlo_value_t s, bool cols) {
-  int64_t bt = x.dims[0], n = x.dims[1];
+  int64_t bt = x.dims[0];
   tp_hlo_value_t z = ci(b, 0);
   tp_hlo_value_t sp[3] = {z, cols ? z : p, cols ? p : z}, sq[3] = {z, cols ? z : q, cols ? q : z};
-  int64_t sz[3] = {bt, cols ? n : 1, cols ? 1 : n};
+  int64_t sz[3] = {bt, cols ? x.dims[1] : 1, cols ? 1 : x.dims[2]};
   const int64_t m0 = 0;
   tp_hlo_value_t xp = tp_hlo_dynamic_slice(b, x, sp, sz), xq = tp_hlo_dynamic_slice(b, x, sq, sz);
   tp_hlo_value_t cc = spread(b, c, 3, sz, &m0), ss = spread(b, s, 3, sz, &m0);
@@ -463,6 +463,64 @@ static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
     s = res[1];
   }
   return diagonal(b, s);
+}
+
+/* Singular values of [bt, m, n] |x| (float64, m >= n), unsorted: one-sided Jacobi rotations of
+ * column pairs until the columns are orthogonal, then the column norms. Accurate to a few ulps
+ * relative to each value (no Gram matrix is formed), so float64 matches LAPACK too. */
+static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t bt = x.dims[0], n = x.dims[2];
+  tp_dtype_t dt = x.dtype;
+  int64_t g3[3] = {bt, n, n};
+  const int64_t bd = 0, c1 = 1;
+  if (n > 1 && bt > 0) {
+    tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 2);
+    tp_hlo_value_t offd = cmp(b, TP_CMP_NE, r3, c3);
+    const int64_t m01[2] = {0, 1}, m02[2] = {0, 2};
+    tp_hlo_value_t init[2] = {ci(b, 0), x}, o[2], res[2];
+    tp_hlo_while_begin(b, init, 2, o);
+    {
+      tp_hlo_value_t g = tp_hlo_dot_general(b, o[1], o[1], 1, &bd, &bd, 1, &c1, &c1, dt);
+      tp_hlo_value_t d = diagonal(b, g);
+      tp_hlo_value_t dd = bin(b, TP_HLO_MUL, spread(b, d, 3, g3, m01), spread(b, d, 3, g3, m02));
+      tp_hlo_value_t lim = bin(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_SQRT, dd), fill(b, dt, 1e-15, 3, g3));
+      tp_hlo_value_t big = tp_hlo_binary(b, TP_HLO_AND, offd, cmp(b, TP_CMP_GT, tp_hlo_unary(b, TP_HLO_ABS, g), lim));
+      const int64_t dims3[3] = {0, 1, 2};
+      tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 3, dims3);
+      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
+    }
+    tp_hlo_value_t in_init[2] = {ci(b, 0), o[1]}, t[2], in_res[2];
+    tp_hlo_while_begin(b, in_init, 2, t);
+    tp_hlo_while_body(b, cmp(b, TP_CMP_LT, t[0], ci(b, n * n)), t);
+    {
+      tp_hlo_value_t p = bin(b, TP_HLO_DIV, t[0], ci(b, n)), q = bin(b, TP_HLO_REM, t[0], ci(b, n));
+      tp_hlo_value_t y = t[1];
+      tp_hlo_value_t cp = column(b, y, p), cq = column(b, y, q);
+      tp_hlo_value_t alpha = reduce1(b, bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t beta = reduce1(b, bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t gamma = reduce1(b, bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
+      tp_hlo_value_t nz = cmp(b, TP_CMP_NE, gamma, zero);
+      tp_hlo_value_t zeta = bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, beta, alpha),
+                                bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), sel(b, nz, gamma, one)));
+      tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, zeta, zeta)));
+      tp_hlo_value_t tt = bin(b, TP_HLO_DIV, one, bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, zeta), root));
+      tt = sel(b, cmp(b, TP_CMP_GE, zeta, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
+      tt = sel(b, nz, tt, zero);
+      tp_hlo_value_t c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
+      tp_hlo_value_t sn = bin(b, TP_HLO_MUL, tt, c);
+      tp_hlo_value_t z = rotate(b, y, p, q, c, sn, true);
+      tp_hlo_value_t valid = cmp(b, TP_CMP_LT, p, q);
+      y = sel(b, tp_hlo_broadcast_to(b, valid, 3, y.dims), z, y);
+      tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, t[0], ci(b, 1)), y};
+      tp_hlo_while_end(b, next, in_res);
+    }
+    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), in_res[1]};
+    tp_hlo_while_end(b, onext, res);
+    x = res[1];
+  }
+  tp_hlo_value_t sq = reduce1(b, bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1);
+  return tp_hlo_unary(b, TP_HLO_SQRT, sq);
 }
 
 static tp_hlo_value_t sort_last(tp_hlo_builder_t *b, tp_hlo_value_t x, bool descending) {
@@ -689,11 +747,10 @@ tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       return NULL;
     }
     case TP_FAC_SVDVALS:
-      /* Singular vectors are not unique (signs), so only the values are lowered; float32 only, as
-       * they come from the float64 Gram matrix, which is not accurate enough for float64. */
-      if (flag(args, n_args, 2, 1) || a->dtype != TP_DTYPE_F32 ||
+      /* Singular vectors are not unique (signs), so only the values are lowered. */
+      if (flag(args, n_args, 2, 1) ||
           (n_args > 3 && args[3].kind != TP_ARG_NONE))
-        return unimpl(op, "singular vectors, float64 or a driver");
+        return unimpl(op, "singular vectors or a driver");
       out[0] = empty_meta(a->dtype);
       out[1] = shaped(a->dtype, &batch, 1, k, 0);
       out[2] = empty_meta(a->dtype);
@@ -899,12 +956,8 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     }
     case TP_FAC_SVDVALS: {
       tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
-      /* The Gram matrix of the smaller side: A^T A (n x n) or A A^T (m x m). */
-      const int64_t bd = 0, c1 = m >= n ? 1 : 2;
-      tp_hlo_value_t g = tp_hlo_dot_general(b, x, x, 1, &bd, &bd, 1, &c1, &c1, TP_DTYPE_F64);
-      tp_hlo_value_t w = emit_sym_eigvals(b, g);
-      w = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_MAX, w, fill(b, TP_DTYPE_F64, 0, w.ndim, w.dims)));
-      w = sort_last(b, w, true);
+      if (m < n) x = mt(b, x); /* the same values; columns the shorter side */
+      tp_hlo_value_t w = sort_last(b, emit_svals(b, x), true);
       out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
       out[1] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[1]);
       out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);

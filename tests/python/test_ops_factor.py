@@ -151,14 +151,18 @@ def test_eigvalsh(dtype, uplo):
     check_native(torch.linalg.eigvalsh, mat(2, 1, 1, dtype=dtype), **TOL[dtype])
 
 
-@pytest.mark.parametrize("shape", [(6, 4), (3, 4, 7), (5, 5)])
-def test_svdvals_and_rank(shape):
-    a = mat(*shape)
-    check_native(torch.linalg.svdvals, a, rtol=1e-4, atol=1e-5)
-    check_native(lambda x: torch.linalg.matrix_norm(x, ord=2), a, rtol=1e-4, atol=1e-5)
-    check_native(lambda x: torch.linalg.matrix_norm(x, ord="nuc"), a, rtol=1e-4, atol=1e-5)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dname)
+@pytest.mark.parametrize("shape", [(6, 4), (3, 4, 7), (5, 5), (2, 24, 16)])
+def test_svdvals_and_rank(dtype, shape):
+    a = mat(*shape, dtype=dtype)
+    check_native(torch.linalg.svdvals, a, **TOL[dtype])
+    check_native(lambda x: torch.linalg.matrix_norm(x, ord=2), a, **TOL[dtype])
+    check_native(lambda x: torch.linalg.matrix_norm(x, ord="nuc"), a, **TOL[dtype])
     low_rank = a[..., :, :2] @ a[..., :2, :]
     check_native(torch.linalg.matrix_rank, low_rank)
+    # Small singular values keep their relative accuracy (no Gram matrix).
+    graded = mat(5, 5, dtype=dtype) * torch.tensor([1, 1e-2, 1e-4, 1e-5, 1], dtype=dtype)
+    check_native(torch.linalg.svdvals, graded, **TOL[dtype])
 
 
 def test_vectors_fall_back():
