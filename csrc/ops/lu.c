@@ -533,6 +533,10 @@ static tp_hlo_value_t sort_last(tp_hlo_builder_t *b, tp_hlo_value_t x, bool desc
 
 static bool lapack_dtype(tp_dtype_t t) { return t == TP_DTYPE_F32 || t == TP_DTYPE_F64; }
 
+/* Jacobi sweeps cost O(n^4) steps of loop overhead: past this order CPU's LAPACK is far faster,
+ * so larger eigenvalue and singular value problems run there. */
+#define JACOBI_MAX_ORDER 32
+
 static int64_t flag(const tp_op_arg_t *args, int n_args, int i, int64_t dflt) {
   return i < n_args && args[i].kind == TP_ARG_INT ? args[i].i : dflt;
 }
@@ -741,6 +745,7 @@ tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
       if (!square(a) || flag(args, n_args, 2, 1) || (strcmp(uplo, "L") && strcmp(uplo, "U")))
         return unimpl(op, "eigenvectors (not unique) or arguments");
+      if (n > JACOBI_MAX_ORDER) return unimpl(op, "order above the Jacobi limit");
       out[0] = shaped(a->dtype, &batch, 1, n, 0);
       out[1] = empty_meta(a->dtype);
       *n_out = 2;
@@ -751,6 +756,7 @@ tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       if (flag(args, n_args, 2, 1) ||
           (n_args > 3 && args[3].kind != TP_ARG_NONE))
         return unimpl(op, "singular vectors or a driver");
+      if (k > JACOBI_MAX_ORDER) return unimpl(op, "order above the Jacobi limit");
       out[0] = empty_meta(a->dtype);
       out[1] = shaped(a->dtype, &batch, 1, k, 0);
       out[2] = empty_meta(a->dtype);

@@ -185,3 +185,14 @@ def test_cholesky_inverse(dtype, upper):
     spd = a @ a.mT + 5 * torch.eye(5, dtype=dtype)
     factor = torch.linalg.cholesky(spd, upper=upper)
     check_native(lambda x: torch.cholesky_inverse(x, upper=upper), factor, **TOL[dtype])
+
+
+def test_large_jacobi_orders_fall_back():
+    # Past order 32, Jacobi's loop costs more than CPU's LAPACK: those run there, still correct.
+    a = mat(40, 40)
+    before = dict(torch_pjrt.stats()["fallbacks"])
+    got = torch.linalg.svdvals(a.to(DEVICE))
+    after = torch_pjrt.stats()["fallbacks"]
+    assert after.get("_linalg_svd", 0) == before.get("_linalg_svd", 0) + 1
+    assert_same(got, torch.linalg.svdvals(a), rtol=1e-4, atol=1e-5)
+    check_native(torch.linalg.svdvals, mat(100, 32), rtol=1e-4, atol=1e-5)
