@@ -111,16 +111,16 @@ void tp_eager_set_blocking(int blocking) { g.blocking = blocking; }
 static struct {
   int device;
   tp_dtype_t dtype;
-  uint64_t bits;
+  uint64_t bits[2]; /* the value's bytes (16: complex128) */
   void *buffer;
 } g_scalars[SCALAR_CACHE];
 
 /* Host bytes of scalar |a| in |dtype|. */
 static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *out) {
-  bool is_f = tp_dtype_is_float(a->meta.dtype);
+  bool is_f = tp_dtype_is_float(a->meta.dtype) || tp_dtype_is_complex(a->meta.dtype);
   double f = is_f ? a->f : (double)a->i;
   int64_t i = is_f ? (int64_t)a->f : a->i;
-  memset(out, 0, 8);
+  memset(out, 0, 16);
   switch (dtype) {
     case TP_DTYPE_BOOL: out[0] = is_f ? f != 0 : i != 0; break;
     case TP_DTYPE_U8: out[0] = (uint8_t)i; break;
@@ -130,6 +130,16 @@ static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *
     case TP_DTYPE_I64: memcpy(out, &i, 8); break;
     case TP_DTYPE_F32: { float v = (float)f; memcpy(out, &v, 4); break; }
     case TP_DTYPE_F64: memcpy(out, &f, 8); break;
+    case TP_DTYPE_C64: { /* interleaved (real, imag) */
+      float v[2] = {(float)f, tp_dtype_is_complex(a->meta.dtype) ? (float)a->fi : 0.0f};
+      memcpy(out, v, 8);
+      break;
+    }
+    case TP_DTYPE_C128: {
+      double v[2] = {f, tp_dtype_is_complex(a->meta.dtype) ? a->fi : 0.0};
+      memcpy(out, v, 16);
+      break;
+    }
     case TP_DTYPE_BF16: {
       float v = (float)f;
       uint32_t u;
@@ -149,9 +159,11 @@ static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *
 
 tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t *a) {
   tp_dtype_t dt = a->scalar_dtype;
-  if (tp_dtype_is_float(dt))
-    return tp_hlo_constant(b, dt, tp_dtype_is_float(a->meta.dtype) ? a->f : (double)a->i);
-  unsigned char bytes[8];
+  bool src_c = tp_dtype_is_complex(a->meta.dtype);
+  double re = tp_dtype_is_float(a->meta.dtype) || src_c ? a->f : (double)a->i;
+  if (tp_dtype_is_complex(dt)) return tp_hlo_constant_c(b, dt, re, src_c ? a->fi : 0.0);
+  if (tp_dtype_is_float(dt)) return tp_hlo_constant(b, dt, re);
+  unsigned char bytes[16];
   scalar_bytes(a, dt, bytes);
   int64_t v = 0;
   switch (tp_dtype_size(dt)) { /* sign-extend the narrowed value (u8 and bool stay positive) */
@@ -164,15 +176,15 @@ tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t
 }
 
 tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out) {
-  unsigned char bytes[8];
+  unsigned char bytes[16];
   tp_dtype_t dt = a->scalar_dtype;
   scalar_bytes(a, dt, bytes);
-  uint64_t bits;
-  memcpy(&bits, bytes, 8);
-  unsigned slot = (unsigned)((bits * 0x9E3779B97F4A7C15ull + (uint64_t)dt * 131 + (unsigned)device) >> 55) %
+  uint64_t bits[2];
+  memcpy(bits, bytes, 16);
+  unsigned slot = (unsigned)(((bits[0] ^ (bits[1] * 31)) * 0x9E3779B97F4A7C15ull + (uint64_t)dt * 131 + (unsigned)device) >> 55) %
                   SCALAR_CACHE;
   if (g_scalars[slot].buffer && g_scalars[slot].device == device && g_scalars[slot].dtype == dt &&
-      g_scalars[slot].bits == bits) {
+      g_scalars[slot].bits[0] == bits[0] && g_scalars[slot].bits[1] == bits[1]) {
     *out = g_scalars[slot].buffer;
     return NULL;
   }
@@ -183,7 +195,8 @@ tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out
   if (g_scalars[slot].buffer) tp_buffer_destroy(g.client, g_scalars[slot].buffer);
   g_scalars[slot].device = device;
   g_scalars[slot].dtype = dt;
-  g_scalars[slot].bits = bits;
+  g_scalars[slot].bits[0] = bits[0];
+  g_scalars[slot].bits[1] = bits[1];
   g_scalars[slot].buffer = buf;
   *out = buf;
   return NULL;
@@ -299,8 +312,34 @@ static int plan_slot(plan_t *p, tp_storage_t *s) {
 static tp_dtype_t index_type(int64_t n) { return n < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64; }
 
 /* The 1-D contents of a storage slot reinterpreted as |dtype|. */
+/* XLA's bitcast_convert takes no complex types: a complex array and its storage form (the
+ * interleaved parts, 1-D) convert through stablehlo.real/imag/complex. */
+tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t n = tp_hlo_numel(&x);
+  x = tp_hlo_reshape(b, x, 1, &n);
+  if (!tp_dtype_is_complex(x.dtype)) return x;
+  int64_t col[2] = {n, 1}, n2 = 2 * n;
+  tp_hlo_value_t parts[2] = {tp_hlo_reshape(b, tp_hlo_real(b, x), 2, col),
+                             tp_hlo_reshape(b, tp_hlo_imag(b, x), 2, col)};
+  return tp_hlo_reshape(b, tp_hlo_concatenate(b, parts, 2, 1), 1, &n2);
+}
+
+static tp_hlo_value_t parts_to_complex(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t m = x.dims[0] / 2, one = 1;
+  if (2 * m != x.dims[0]) x = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){2 * m}, &one);
+  tp_hlo_value_t pairs = tp_hlo_reshape(b, x, 2, (int64_t[]){m, 2});
+  int64_t step[2] = {1, 1};
+  tp_hlo_value_t re = tp_hlo_slice(b, pairs, (int64_t[]){0, 0}, (int64_t[]){m, 1}, step);
+  tp_hlo_value_t im = tp_hlo_slice(b, pairs, (int64_t[]){0, 1}, (int64_t[]){m, 2}, step);
+  return tp_hlo_complex(b, tp_hlo_reshape(b, re, 1, &m), tp_hlo_reshape(b, im, 1, &m));
+}
+
 tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dtype,
                                int64_t nbytes) {
+  if (x.dtype == dtype) return x;
+  if (tp_dtype_is_complex(x.dtype)) x = tp_program_to_storage(b, x);
+  if (tp_dtype_is_complex(dtype))
+    return parts_to_complex(b, tp_program_as_dtype(b, x, tp_dtype_real_part(dtype), nbytes));
   if (x.dtype == dtype) return x;
   if (x.dtype == TP_DTYPE_BOOL) x = tp_hlo_convert(b, x, TP_DTYPE_U8);
   bool to_bool = dtype == TP_DTYPE_BOOL;
@@ -485,8 +524,7 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
     const tp_view_t *v = &outs[k];
     tp_hlo_value_t val = tp_hlo_convert(b, results[k], v->dtype);
     if (!sl->partial) {
-      int64_t n = sl->new_numel;
-      next[si] = tp_hlo_reshape(b, val, 1, &n);
+      next[si] = tp_program_to_storage(b, val);
       started[si] = true;
       continue;
     }
@@ -499,7 +537,8 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
   tp_hlo_value_t results_out[MAX_STORAGES];
   int n_results = 0;
   for (int i = 0; i < p->n_slots; i++)
-    if (p->slots[i].output >= 0) results_out[p->slots[i].output] = next[i], n_results++;
+    if (p->slots[i].output >= 0)
+      results_out[p->slots[i].output] = tp_program_to_storage(b, next[i]), n_results++;
   tp_status_t *st = tp_hlo_finish(b, results_out, n_results, out_text);
   tp_hlo_builder_free(b);
   return st;
@@ -525,9 +564,10 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     p->out_slot[k] = si;
     if (sl->written || !view_is_whole(&outs[k])) sl->partial = true;
     sl->written = true;
-    sl->new_dtype = outs[k].dtype;
-    sl->new_numel = tp_storage_elems(sl->storage, outs[k].dtype);
-    if ((size_t)sl->new_numel * tp_dtype_size(outs[k].dtype) != sl->storage->nbytes)
+    sl->new_dtype = tp_dtype_storage(outs[k].dtype);
+    sl->new_numel = tp_storage_elems(sl->storage, sl->new_dtype);
+    if ((size_t)tp_storage_elems(sl->storage, outs[k].dtype) * tp_dtype_size(outs[k].dtype) !=
+        sl->storage->nbytes)
       return tp_make_status(TP_UNIMPLEMENTED,
                             "writing %s elements into a storage of %zu bytes (not a multiple)",
                             tp_dtype_name(outs[k].dtype), sl->storage->nbytes);
@@ -597,7 +637,9 @@ tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t 
   *n_out = 0;
   memset(out_metas, 0, sizeof(tp_meta_t) * TP_MAX_OUTS); /* infer fills only what it knows */
   const tp_op_def_t *d = &tp_op_table[op];
+  TP_RETURN_IF_ERROR(tp_op_check_complex(d, a, n_args, NULL, 0));
   TP_RETURN_IF_ERROR(d->infer(d, a, n_args, out_metas, n_out));
+  TP_RETURN_IF_ERROR(tp_op_check_complex(d, NULL, 0, out_metas, *n_out));
   for (int i = 0; i < n_args; i++) args[i].arg = a[i]; /* infer may refine arguments */
   return NULL;
 }
@@ -707,14 +749,26 @@ static void tensor_arg(tp_eager_arg_t *a, const tp_view_t *v) {
   a->view = *v;
 }
 
-tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src) {
-  tp_eager_arg_t args[2];
+tp_status_t *tp_eager_copy_bits(const tp_view_t *dst, const tp_view_t *src, bool conj, bool neg) {
+  /* copy(self, src, non_blocking) and the copy row's own conj/neg attributes. */
+  tp_eager_arg_t args[5];
+  int n = conj || neg ? 5 : 2;
   tensor_arg(&args[0], dst);
   tensor_arg(&args[1], src);
+  for (int i = 2; i < 5; i++) {
+    memset(&args[i], 0, sizeof(args[i]));
+    args[i].arg.kind = TP_ARG_INT;
+  }
+  args[3].arg.i = conj;
+  args[4].arg.i = neg;
   tp_meta_t meta[TP_MAX_OUTS];
   int n_out = 0;
-  TP_RETURN_IF_ERROR(tp_eager_infer(copy_op(), args, 2, meta, &n_out));
-  return tp_eager_run(copy_op(), args, 2, meta, dst, 1);
+  TP_RETURN_IF_ERROR(tp_eager_infer(copy_op(), args, n, meta, &n_out));
+  return tp_eager_run(copy_op(), args, n, meta, dst, 1);
+}
+
+tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src) {
+  return tp_eager_copy_bits(dst, src, false, false);
 }
 
 /* A contiguous view over all of a fresh storage of |numel| elements. */
@@ -741,10 +795,12 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
   int64_t numel = tp_view_numel(dst);
   if (view_is_whole(dst)) {
     void *buf = NULL;
-    TP_RETURN_IF_ERROR(tp_buffer_from_host(g.client, dst->storage->device, data, dst->dtype, 1,
+    tp_dtype_t sdt = tp_dtype_storage(dst->dtype); /* complex: its parts, interleaved */
+    numel *= (int64_t)(tp_dtype_size(dst->dtype) / tp_dtype_size(sdt));
+    TP_RETURN_IF_ERROR(tp_buffer_from_host(g.client, dst->storage->device, data, sdt, 1,
                                            &numel, &buf));
     pthread_mutex_lock(&g_lock);
-    tp_storage_set_buffer(dst->storage, buf, dst->dtype, numel);
+    tp_storage_set_buffer(dst->storage, buf, sdt, numel);
     pthread_mutex_unlock(&g_lock);
     return NULL;
   }
@@ -764,7 +820,7 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   /* The lock keeps another thread from donating the buffer while it is read. */
   pthread_mutex_lock(&g_lock);
   void *buf = src->storage->buffer;
-  bool direct = view_is_whole(src) && (!buf || src->storage->dtype == src->dtype);
+  bool direct = view_is_whole(src) && (!buf || src->storage->dtype == tp_dtype_storage(src->dtype));
   if (direct) {
     tp_status_t *st = NULL;
     if (!buf) memset(data, 0, nbytes);

@@ -54,6 +54,9 @@ tp_status_t *tp_eager_run(int op, tp_eager_arg_t *args, int n_args, const tp_met
 
 /* dst <- src with broadcasting and dtype conversion, both on the device. */
 tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src);
+/* Like tp_eager_copy, conjugating (|conj|) and/or negating (|neg|) the values on the way: how a
+ * copy between tensors whose lazy conjugate/negative bits differ resolves them. */
+tp_status_t *tp_eager_copy_bits(const tp_view_t *dst, const tp_view_t *src, bool conj, bool neg);
 /* dst <- dense host data of dst's dtype and shape. */
 tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data);
 /* dense host memory (src's dtype and shape) <- src. Blocks until the data is there. */

@@ -146,7 +146,9 @@ tp_status_t *tp_graph_node(tp_graph_t *g, int op, tp_op_arg_t *args, const int *
   }
   *n_out = 0;
   memset(out_metas, 0, sizeof(tp_meta_t) * TP_MAX_OUTS);
+  TP_RETURN_IF_ERROR(tp_op_check_complex(d, nd.args, nd.n_args, NULL, 0));
   TP_RETURN_IF_ERROR(d->infer(d, nd.args, nd.n_args, out_metas, n_out));
+  TP_RETURN_IF_ERROR(tp_op_check_complex(d, NULL, 0, out_metas, *n_out));
   for (int k = 0; k < *n_out; k++)
     if (out_metas[k].writes_arg)  /* in-place updates have no place in a functional graph */
       return tp_make_status(TP_UNIMPLEMENTED, "%s updates an argument in place", d->name);
@@ -174,6 +176,7 @@ tp_status_t *tp_graph_node(tp_graph_t *g, int op, tp_op_arg_t *args, const int *
         PUT_I64(s, a->wrapped);
         if (i == nd.n_args - 1 && nd.key >= 0) PUT_I64(s, -1);
         else if (tp_dtype_is_float(a->meta.dtype)) put(s, &a->f, sizeof(double));
+        else if (tp_dtype_is_complex(a->meta.dtype)) put(s, &a->f, sizeof(double)), put(s, &a->fi, sizeof(double));
         else PUT_I64(s, a->i);
         break;
       case TP_ARG_INT: PUT_I64(s, a->i); break;
@@ -258,8 +261,7 @@ static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gs
     d->emit(d, b, nd->args, nd->n_args, in, &g->values[nd->first_out], &val[nd->first_out]);
   }
   for (int k = 0; k < g->n_outputs; k++) {
-    int64_t n = tp_meta_numel(&g->values[g->outputs[k]]);
-    results[k] = tp_hlo_reshape(b, val[g->outputs[k]], 1, &n);
+    results[k] = tp_program_to_storage(b, val[g->outputs[k]]);
   }
   tp_status_t *st = tp_hlo_finish(b, results, g->n_outputs, out_text);
   free(val), free(params), free(keys), free(results);
@@ -376,7 +378,9 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     for (int k = 0; k < g->n_outputs; k++) {
       if (!results[k]) continue;
       const tp_meta_t *m = &g->values[g->outputs[k]];
-      tp_storage_set_buffer(outs[k], results[k], m->dtype, tp_meta_numel(m));
+      tp_dtype_t sdt = tp_dtype_storage(m->dtype);
+      tp_storage_set_buffer(outs[k], results[k], sdt,
+                            tp_meta_numel(m) * (int64_t)(tp_dtype_size(m->dtype) / tp_dtype_size(sdt)));
     }
   }
   if (exe) tp_executable_release(exe);

@@ -14,6 +14,9 @@ tp_status_t *tp_view_check_bounds(const tp_view_t *v);
 /* The 1-D contents of a storage slot reinterpreted as |dtype| (|nbytes|: the storage's size). */
 tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dtype,
                                    int64_t nbytes);
+/* |x| (any shape) flattened into a storage's contents: complex values as their interleaved
+ * parts (tp_dtype_storage). */
+tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x);
 /* Storage |s| as a 1-D array of |dtype|: its parameter |param|, or zeros when it has no buffer
  * yet (param NULL). */
 tp_hlo_value_t tp_program_storage(tp_hlo_builder_t *b, const tp_hlo_value_t *param,

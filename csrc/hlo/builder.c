@@ -153,6 +153,8 @@ static bool check(tp_hlo_builder_t *b, bool cond, const char *what) {
   return cond && !b->error;
 }
 
+static bool same_type(const tp_hlo_value_t *x, const tp_hlo_value_t *y);
+
 static bool live(tp_hlo_builder_t *b, const tp_hlo_value_t *v) {
   return check(b, v->id >= 0, "use of an invalid value");
 }
@@ -225,6 +227,7 @@ static void float_literal(char *buf, size_t n, tp_dtype_t dtype, double value) {
 }
 
 tp_hlo_value_t tp_hlo_constant(tp_hlo_builder_t *b, tp_dtype_t dtype, double value) {
+  if (tp_dtype_is_complex(dtype)) return tp_hlo_constant_c(b, dtype, value, 0);
   if (!tp_dtype_is_float(dtype)) return tp_hlo_constant_i(b, dtype, (int64_t)value);
   tp_hlo_value_t v = new_value(b, dtype, 0, NULL);
   char lit[64];
@@ -234,8 +237,14 @@ tp_hlo_value_t tp_hlo_constant(tp_hlo_builder_t *b, tp_dtype_t dtype, double val
   return v;
 }
 
+tp_hlo_value_t tp_hlo_constant_c(tp_hlo_builder_t *b, tp_dtype_t dtype, double re, double im) {
+  /* Built from its parts, so non-finite components need no complex literal syntax. */
+  tp_dtype_t part = tp_dtype_real_part(dtype);
+  return tp_hlo_complex(b, tp_hlo_constant(b, part, re), tp_hlo_constant(b, part, im));
+}
+
 tp_hlo_value_t tp_hlo_constant_i(tp_hlo_builder_t *b, tp_dtype_t dtype, int64_t value) {
-  if (tp_dtype_is_float(dtype)) return tp_hlo_constant(b, dtype, (double)value);
+  if (tp_dtype_is_float(dtype) || tp_dtype_is_complex(dtype)) return tp_hlo_constant(b, dtype, (double)value);
   tp_hlo_value_t v = new_value(b, dtype, 0, NULL);
   char lit[64];
   if (dtype == TP_DTYPE_BOOL)
@@ -268,6 +277,23 @@ static tp_hlo_value_t unary_generic(tp_hlo_builder_t *b, const char *name, tp_hl
 
 tp_hlo_value_t tp_hlo_convert(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to) {
   if (x.dtype == to) return x;
+  if (tp_dtype_is_complex(x.dtype) && !tp_dtype_is_complex(to) && x.id >= 0) {
+    if (to == TP_DTYPE_BOOL) { /* PyTorch: true when either part is nonzero */
+      tp_hlo_value_t re = tp_hlo_convert(b, tp_hlo_real(b, x), to);
+      tp_hlo_value_t im = tp_hlo_convert(b, tp_hlo_imag(b, x), to);
+      return tp_hlo_binary(b, TP_HLO_OR, re, im);
+    }
+    return tp_hlo_convert(b, tp_hlo_real(b, x), to); /* PyTorch drops the imaginary part */
+  }
+  if (tp_dtype_is_complex(to) && x.id >= 0) {
+    tp_dtype_t part = tp_dtype_real_part(to);
+    if (tp_dtype_is_complex(x.dtype)) /* another complex width */
+      return tp_hlo_complex(b, tp_hlo_convert(b, tp_hlo_real(b, x), part),
+                            tp_hlo_convert(b, tp_hlo_imag(b, x), part));
+    tp_hlo_value_t re = tp_hlo_convert(b, x, part);
+    tp_hlo_value_t zero = tp_hlo_broadcast_to(b, tp_hlo_constant(b, part, 0), re.ndim, re.dims);
+    return tp_hlo_complex(b, re, zero);
+  }
   if (to == TP_DTYPE_BOOL && x.id >= 0) {
     /* PyTorch's bool cast is "!= 0"; StableHLO convert to i1 is not specified that way. */
     tp_hlo_value_t zero = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), x.ndim, x.dims);
@@ -279,6 +305,59 @@ tp_hlo_value_t tp_hlo_convert(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t 
 tp_hlo_value_t tp_hlo_bitcast(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to, int ndim,
                               const int64_t *dims) {
   return unary_generic(b, "stablehlo.bitcast_convert", x, to, ndim, dims);
+}
+
+tp_hlo_value_t tp_hlo_complex(tp_hlo_builder_t *b, tp_hlo_value_t re, tp_hlo_value_t im) {
+  if (!live(b, &re) || !live(b, &im)) return bad_value();
+  if (!check(b, same_type(&re, &im) && (re.dtype == TP_DTYPE_F32 || re.dtype == TP_DTYPE_F64),
+             "complex parts must be f32 or f64 of one shape"))
+    return bad_value();
+  tp_hlo_value_t v = new_value(b, tp_dtype_to_complex(re.dtype), re.ndim, re.dims);
+  EMIT("    %%v%d = \"stablehlo.complex\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", v.id, re.id, im.id,
+       ty(&re).s, ty(&im).s, ty(&v).s);
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_real(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  if (!tp_dtype_is_complex(x.dtype)) return x;
+  return unary_generic(b, "stablehlo.real", x, tp_dtype_real_part(x.dtype), x.ndim, x.dims);
+}
+
+tp_hlo_value_t tp_hlo_imag(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  if (!live(b, &x)) return bad_value();
+  if (!tp_dtype_is_complex(x.dtype)) /* a real value's imaginary part is zero */
+    return tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), x.ndim, x.dims);
+  return unary_generic(b, "stablehlo.imag", x, tp_dtype_real_part(x.dtype), x.ndim, x.dims);
+}
+
+tp_hlo_value_t tp_hlo_fft(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_fft_t type, int n,
+                          const int64_t *lengths) {
+  static const char *const names[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  if (!live(b, &x)) return bad_value();
+  if (!check(b, n >= 1 && n <= 3 && n <= x.ndim, "fft over 1 to 3 trailing dims")) return bad_value();
+  bool real_in = type == TP_HLO_RFFT;
+  tp_dtype_t cdt = tp_dtype_to_complex(x.dtype);
+  if (!check(b, real_in ? tp_dtype_is_float(x.dtype) && cdt != TP_DTYPE_INVALID
+                        : tp_dtype_is_complex(x.dtype),
+             "fft operand type"))
+    return bad_value();
+  int64_t dims[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) dims[i] = x.dims[i];
+  int last = x.ndim - 1;
+  for (int i = 0; i < n; i++) {
+    int d = x.ndim - n + i;
+    bool ok = type == TP_HLO_IRFFT && d == last ? x.dims[d] == lengths[i] / 2 + 1
+                                                : x.dims[d] == lengths[i];
+    if (!check(b, ok, "fft length does not match the operand")) return bad_value();
+  }
+  if (type == TP_HLO_RFFT) dims[last] = lengths[n - 1] / 2 + 1;
+  if (type == TP_HLO_IRFFT) dims[last] = lengths[n - 1];
+  tp_hlo_value_t v = new_value(b, type == TP_HLO_IRFFT ? tp_dtype_real_part(x.dtype) : cdt,
+                               x.ndim, dims);
+  EMIT("    %%v%d = \"stablehlo.fft\"(%%v%d) {fft_type = #stablehlo<fft_type %s>, fft_length = %s} "
+       ": (%s) -> %s\n",
+       v.id, x.id, names[type], i64_array(lengths, n, 0).s, ty(&x).s, ty(&v).s);
+  return v;
 }
 
 tp_hlo_value_t tp_hlo_reshape(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim,
@@ -382,7 +461,8 @@ static const char *const kUnaryNames[] = {
 tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x) {
   bool to_bool = op == TP_HLO_IS_FINITE || op == TP_HLO_IS_INF || op == TP_HLO_IS_POS_INF ||
                  op == TP_HLO_IS_NEG_INF;
-  return unary_generic(b, kUnaryNames[op], x, to_bool ? TP_DTYPE_BOOL : x.dtype, x.ndim, x.dims);
+  tp_dtype_t rt = to_bool ? TP_DTYPE_BOOL : op == TP_HLO_ABS ? tp_dtype_real_part(x.dtype) : x.dtype;
+  return unary_generic(b, kUnaryNames[op], x, rt, x.ndim, x.dims);
 }
 
 static const char *const kBinaryNames[] = {
@@ -419,7 +499,7 @@ tp_hlo_value_t tp_hlo_compare(tp_hlo_builder_t *b, tp_hlo_cmp_t dir, tp_hlo_valu
   static const char *const names[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
   if (!live(b, &x) || !live(b, &y)) return bad_value();
   if (!check(b, same_type(&x, &y), "compare operands differ in type")) return bad_value();
-  const char *kind = tp_dtype_is_float(x.dtype) ? "FLOAT"
+  const char *kind = tp_dtype_is_float(x.dtype) || tp_dtype_is_complex(x.dtype) ? "FLOAT"
                      : tp_dtype_is_unsigned(x.dtype) ? "UNSIGNED" : "SIGNED";
   tp_hlo_value_t v = new_value(b, TP_DTYPE_BOOL, x.ndim, x.dims);
   EMIT("    %%v%d = \"stablehlo.compare\"(%%v%d, %%v%d) {comparison_direction = "

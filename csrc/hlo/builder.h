@@ -65,9 +65,24 @@ tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int 
 /* Ops. Shapes are checked where a mistake would otherwise reach the compiler. */
 tp_hlo_value_t tp_hlo_constant(tp_hlo_builder_t *b, tp_dtype_t dtype, double value);
 tp_hlo_value_t tp_hlo_constant_i(tp_hlo_builder_t *b, tp_dtype_t dtype, int64_t value);
+/* A complex scalar constant re + im*i of complex |dtype|. */
+tp_hlo_value_t tp_hlo_constant_c(tp_hlo_builder_t *b, tp_dtype_t dtype, double re, double im);
 tp_hlo_value_t tp_hlo_iota(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, const int64_t *dims,
                            int dim);
+/* Converts elementwise as PyTorch does: complex to real keeps the real part (to bool: either part
+ * nonzero); real to complex has a zero imaginary part. */
 tp_hlo_value_t tp_hlo_convert(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to);
+/* Complex values from f32 (f64) parts of one shape, and the parts of a complex value (real of a real
+ * value is itself, imag of it zeros). */
+tp_hlo_value_t tp_hlo_complex(tp_hlo_builder_t *b, tp_hlo_value_t re, tp_hlo_value_t im);
+tp_hlo_value_t tp_hlo_real(tp_hlo_builder_t *b, tp_hlo_value_t x);
+tp_hlo_value_t tp_hlo_imag(tp_hlo_builder_t *b, tp_hlo_value_t x);
+/* stablehlo.fft over the trailing |n| (1..3) dims with |lengths| (the signal sizes). FFT/IFFT:
+ * complex -> complex; RFFT: f32/f64 -> its complex type, last dim lengths[n-1]/2+1; IRFFT:
+ * complex (last dim lengths[n-1]/2+1) -> its parts' type. IFFT and IRFFT divide by the product of |lengths|. */
+typedef enum { TP_HLO_FFT, TP_HLO_IFFT, TP_HLO_RFFT, TP_HLO_IRFFT } tp_hlo_fft_t;
+tp_hlo_value_t tp_hlo_fft(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_fft_t type, int n,
+                          const int64_t *lengths);
 /* Reinterprets bits; element sizes may differ (the last dim grows or shrinks as StableHLO says). */
 tp_hlo_value_t tp_hlo_bitcast(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t to, int ndim,
                               const int64_t *dims);

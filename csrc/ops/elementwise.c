@@ -48,13 +48,16 @@ tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta
 }
 
 static int category(tp_dtype_t t) {
-  return t == TP_DTYPE_BOOL ? 0 : tp_dtype_is_float(t) ? 2 : 1;
+  return t == TP_DTYPE_BOOL ? 0 : tp_dtype_is_complex(t) ? 3 : tp_dtype_is_float(t) ? 2 : 1;
 }
 
 /* c10's combine_categories: a lower-priority group only matters if its category is higher. */
 static tp_dtype_t combine(tp_dtype_t higher, tp_dtype_t lower) {
   if (higher == TP_DTYPE_INVALID) return lower;
   if (lower == TP_DTYPE_INVALID) return higher;
+  if (tp_dtype_is_complex(higher)) return higher;
+  if (tp_dtype_is_complex(lower)) /* a float keeps its width: float32 -> complex64 */
+    return tp_dtype_is_float(higher) ? tp_dtype_to_complex(higher) : lower;
   if (tp_dtype_is_float(higher)) return higher;
   if (higher == TP_DTYPE_BOOL || tp_dtype_is_float(lower)) return tp_dtype_promote(higher, lower);
   return higher;
@@ -76,10 +79,29 @@ tp_dtype_t tp_result_type(const tp_op_arg_t *args, int n) {
     } else if (a->kind == TP_ARG_SCALAR) {
       /* Python numbers and Scalar arguments promote by category, at the default types. */
       int c = category(a->meta.dtype);
-      wrapped = promote_opt(wrapped, c == 2 ? TP_DTYPE_F32 : c == 1 ? TP_DTYPE_I64 : TP_DTYPE_BOOL);
+      wrapped = promote_opt(wrapped, c == 3 ? TP_DTYPE_C64 : c == 2 ? TP_DTYPE_F32
+                                     : c == 1 ? TP_DTYPE_I64 : TP_DTYPE_BOOL);
     }
   }
   return combine(dim, combine(zero, wrapped));
+}
+
+tp_status_t *tp_op_check_complex(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                 const tp_meta_t *outs, int n_outs) {
+  bool any = false, bad = false;
+  for (int i = 0; i < n_args; i++)
+    if (args[i].kind == TP_ARG_TENSOR || args[i].kind == TP_ARG_SCALAR) {
+      any = any || tp_dtype_is_complex(args[i].meta.dtype);
+      bad = bad || args[i].meta.dtype == TP_DTYPE_INVALID;
+    }
+  for (int k = 0; k < n_outs; k++) {
+    any = any || tp_dtype_is_complex(outs[k].dtype);
+    bad = bad || outs[k].dtype == TP_DTYPE_INVALID;
+  }
+  if (bad) return tp_make_status(TP_UNIMPLEMENTED, "%s: a type the tpu has no form for", op->name);
+  if (any && !(op->flags & TP_OPF_COMPLEX))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: no complex lowering", op->name);
+  return NULL;
 }
 
 tp_dtype_t tp_math_dtype(tp_dtype_t t) {
@@ -155,6 +177,7 @@ tp_status_t *tp_infer_unary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
   if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(out[0].dtype))
     out[0].dtype = TP_DTYPE_F32;
   if (op->flags & TP_OPF_BOOL_RESULT) out[0].dtype = TP_DTYPE_BOOL;
+  if (op->code == TP_U_ABS) out[0].dtype = tp_dtype_real_part(out[0].dtype); /* |complex| is real */
   *n_out = 1;
   return NULL;
 }
@@ -448,7 +471,8 @@ void tp_emit_unary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
                    int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                    tp_hlo_value_t *out) {
   (void)args, (void)n_args;
-  tp_dtype_t dt = (op->flags & TP_OPF_BOOL_RESULT) ? in[0].dtype : out_meta->dtype;
+  tp_dtype_t dt = (op->flags & TP_OPF_BOOL_RESULT) || tp_dtype_is_complex(in[0].dtype)
+                      ? in[0].dtype : out_meta->dtype;
   tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(dt));
   out[0] = tp_hlo_convert(b, emit_unary_value(b, (tp_unary_t)op->code, x), out_meta->dtype);
 }
@@ -459,7 +483,9 @@ void tp_emit_unary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
 static tp_dtype_t binary_compute_dtype(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args) {
   tp_dtype_t rt = tp_result_type(args, 2);
   bool has_mode = n_args > 2 && args[2].kind == TP_ARG_STR;
-  if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(rt) && !has_mode) rt = TP_DTYPE_F32;
+  if ((op->flags & TP_OPF_FLOAT_RESULT) && !tp_dtype_is_float(rt) && !tp_dtype_is_complex(rt) &&
+      !has_mode)
+    rt = TP_DTYPE_F32;
   return rt;
 }
 
@@ -473,6 +499,8 @@ tp_status_t *tp_infer_binary(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   if (args[0].kind == TP_ARG_TENSOR && args[1].kind == TP_ARG_TENSOR)
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   tp_dtype_t rt = binary_compute_dtype(op, args, n_args);
+  if (tp_dtype_is_complex(rt) && n_args > 2 && args[2].kind == TP_ARG_STR)
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: rounding a complex quotient", op->name);
   if (no_half_on_cpu(op, rt))
     return tp_make_status(TP_UNIMPLEMENTED, "%s of a 16-bit float", op->name);
   bool sub = op->code == TP_B_SUB || op->code == TP_B_RSUB;
@@ -787,8 +815,16 @@ tp_status_t *tp_infer_copy(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
 
 void tp_emit_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  (void)op, (void)args, (void)n_args;
-  out[0] = tp_emit_cast_to(b, in[1], out_meta);
+  (void)op;
+  /* Optional attributes 3 and 4 (the executor's, past ATen's non_blocking): conjugate, negate. */
+  bool conj = n_args > 3 && args[3].kind == TP_ARG_INT && args[3].i;
+  bool neg = n_args > 4 && args[4].kind == TP_ARG_INT && args[4].i;
+  tp_hlo_value_t v = in[1];
+  if (conj && tp_dtype_is_complex(v.dtype))
+    v = tp_hlo_complex(b, tp_hlo_real(b, v), tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_imag(b, v)));
+  v = tp_emit_cast_to(b, v, out_meta);
+  if (neg && v.dtype != TP_DTYPE_BOOL) v = tp_hlo_unary(b, TP_HLO_NEG, v);
+  out[0] = v;
 }
 
 tp_status_t *tp_infer_fill(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
@@ -799,6 +835,8 @@ tp_status_t *tp_infer_fill(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "fill_ only supports 0-dimension value tensor but got tensor with %d "
                           "dimensions.", args[1].meta.ndim);
+  if (tp_dtype_is_complex(args[1].meta.dtype) && !tp_dtype_is_complex(args[0].meta.dtype))
+    return tp_make_status(TP_UNIMPLEMENTED, "fill_: a complex value into a real tensor"); /* CPU's error */
   args[1].scalar_dtype = args[0].meta.dtype;
   out[0] = args[0].meta;
   *n_out = 1;

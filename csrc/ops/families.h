@@ -85,12 +85,26 @@ typedef enum {
 /* Triangular family codes (triangular.c). */
 typedef enum { TP_TRI_CHOLESKY_EX, TP_TRI_SOLVE, TP_TRI_LEGACY, TP_TRI_CHOLESKY_SOLVE } tp_triangular_t;
 
+/* Complex family codes (complex.c). */
+typedef enum {
+  TP_CX_CONJ, TP_CX_COMPLEX, TP_CX_POLAR, TP_CX_FFT_R2C, TP_CX_FFT_C2C, TP_CX_FFT_C2R,
+  TP_CX_ANGLE,
+} tp_complex_t;
+
 /* Factorization family codes (lu.c). */
 typedef enum {
   TP_FAC_LU_FACTOR_EX, TP_FAC_LU, TP_FAC_LU_UNPACK, TP_FAC_LU_SOLVE, TP_FAC_SOLVE_EX,
   TP_FAC_INV_EX, TP_FAC_DET, TP_FAC_SLOGDET, TP_FAC_GEQRF, TP_FAC_HOUSEHOLDER, TP_FAC_ORMQR,
   TP_FAC_QR, TP_FAC_EIGVALSH, TP_FAC_SVDVALS, TP_FAC_CHOLESKY_INVERSE,
 } tp_factor_t;
+
+/* Stand-alone ops (misc.c). */
+typedef enum {
+  TP_M_EQUAL, TP_M_GLU, TP_M_GLU_BACKWARD, TP_M_PRELU, TP_M_PRELU_BACKWARD, TP_M_ELU_BACKWARD,
+  TP_M_LOGCUMSUMEXP, TP_M_CHANNEL_SHUFFLE, TP_M_RENORM, TP_M_MODE, TP_M_SEARCHSORTED,
+  TP_M_BUCKETIZE, TP_M_MEDIAN, TP_M_NANMEDIAN, TP_M_INDEX_COPY, TP_M_MASKED_SCATTER, TP_M_LSHIFT,
+  TP_M_RSHIFT, TP_M_BCE, TP_M_BCE_BACKWARD,
+} tp_misc_t;
 
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum {
@@ -144,12 +158,15 @@ TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
 /* sort.c: code 0 sort, 1 sort.stable, 2 topk, 3 kthvalue */
 TP_DECLARE_OP(tp_infer_sort, tp_emit_sort)
-/* pool.c */
+/* pool.c: max_pool code = bit 0 backward, bit 1 3d, bit 2 adaptive; max_unpool code = rank */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
+TP_DECLARE_OP(tp_infer_max_unpool, tp_emit_max_unpool)
 /* avgpool.c: code = spatial rank + 4 adaptive + 8 backward */
 TP_DECLARE_OP(tp_infer_avg_pool, tp_emit_avg_pool)
 /* upsample.c: code = spatial rank + 4 nearest-exact + 8 backward */
 TP_DECLARE_OP(tp_infer_upsample, tp_emit_upsample)
+/* misc.c */
+TP_DECLARE_OP(tp_infer_misc, tp_emit_misc)
 /* frexp.c */
 TP_DECLARE_OP(tp_infer_frexp, tp_emit_frexp)
 /* range.c */
@@ -161,6 +178,9 @@ TP_DECLARE_OP(tp_infer_mm, tp_emit_mm)
 TP_DECLARE_OP(tp_infer_addmm, tp_emit_addmm)
 TP_DECLARE_OP(tp_infer_cross, tp_emit_cross)
 
+/* complex.c */
+TP_DECLARE_OP(tp_infer_complex, tp_emit_complex)
+TP_DECLARE_OP(tp_infer_fft, tp_emit_fft)
 /* histc.c */
 TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 /* triangular.c */

@@ -42,7 +42,8 @@ typedef struct {
   tp_meta_t meta;      /* TENSOR: its meta; SCALAR: ndim 0 and the scalar's own type */
   bool wrapped;        /* SCALAR from a Python number: promotes by category only */
   int64_t i;           /* INT value */
-  double f;            /* FLOAT value */
+  double f;            /* FLOAT value; SCALAR of a float or complex type: its (real) value */
+  double fi;           /* SCALAR of a complex type: its imaginary part */
   int n;               /* INTS length */
   int64_t ints[TP_MAX_DIMS];
   char s[16];          /* STR value, NUL-terminated */
@@ -81,6 +82,8 @@ enum {
   TP_OPF_RANDOM = 1 << 7,       /* the caller appends the generator's key (SCALAR i64) */
   TP_OPF_GRAPH = 1 << 8,        /* whole graphs only: in eager mode PyTorch's view machinery or
                                    composite kernels serve the op (views, factories) */
+  TP_OPF_COMPLEX = 1 << 9,      /* the row lowers complex arguments and results correctly; rows
+                                   without it leave every complex call to CPU */
 };
 
 struct tp_op_def {
@@ -107,6 +110,10 @@ tp_dtype_t tp_result_type(const tp_op_arg_t *args, int n);
 /* Converts and broadcasts |v| to |meta|. */
 tp_hlo_value_t tp_emit_cast_to(tp_hlo_builder_t *b, tp_hlo_value_t v, const tp_meta_t *meta);
 int64_t tp_meta_numel(const tp_meta_t *m);
+/* UNIMPLEMENTED when a TENSOR/SCALAR of |args| or one of |outs| is complex (or has no
+ * representable type) and |op| lacks TP_OPF_COMPLEX: both executors call it around infer. */
+tp_status_t *tp_op_check_complex(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                 const tp_meta_t *outs, int n_outs);
 
 #ifdef __cplusplus
 }

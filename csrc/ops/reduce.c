@@ -153,7 +153,8 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
         return tp_make_status(TP_UNIMPLEMENTED, "%s: unexpected output tensors", op->name);
       break;
     case TP_R_SUM: case TP_R_PROD: case TP_R_CUMSUM: case TP_R_CUMPROD: case TP_R_NANSUM:
-      dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : tp_dtype_is_float(in) ? in : TP_DTYPE_I64;
+      dt = r.dtype != TP_DTYPE_INVALID              ? r.dtype
+           : tp_dtype_is_float(in) || tp_dtype_is_complex(in) ? in : TP_DTYPE_I64;
       break;
     case TP_R_MEAN:
       dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;

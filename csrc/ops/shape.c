@@ -49,6 +49,7 @@ static tp_dtype_t factory_dtype(const tp_op_arg_t *dtype, const tp_op_arg_t *fil
   if (dtype && dtype->kind == TP_ARG_INT) return (tp_dtype_t)dtype->i;
   if (!fill || fill->kind != TP_ARG_SCALAR) return TP_DTYPE_F32;
   if (fill->meta.dtype == TP_DTYPE_BOOL) return TP_DTYPE_BOOL;
+  if (tp_dtype_is_complex(fill->meta.dtype)) return TP_DTYPE_C64; /* the default complex type */
   return tp_dtype_is_float(fill->meta.dtype) ? TP_DTYPE_F32 : TP_DTYPE_I64;
 }
 
@@ -67,6 +68,8 @@ tp_status_t *tp_infer_shape(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       if (fill) TP_RETURN_IF_ERROR(need(op, args, n_args, 1, TP_ARG_SCALAR));
     }
     m->dtype = factory_dtype(dt_at < n_args ? &args[dt_at] : NULL, fill);
+    if (fill && tp_dtype_is_complex(fill->meta.dtype) && !tp_dtype_is_complex(m->dtype))
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: a complex value into a real tensor", op->name);
     if (fill) ((tp_op_arg_t *)fill)->scalar_dtype = m->dtype;
     return NULL;
   }

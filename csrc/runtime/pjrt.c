@@ -55,6 +55,8 @@ PJRT_Buffer_Type tp_pjrt_type(tp_dtype_t dtype) {
     case TP_DTYPE_BF16: return PJRT_Buffer_Type_BF16;
     case TP_DTYPE_F32: return PJRT_Buffer_Type_F32;
     case TP_DTYPE_F64: return PJRT_Buffer_Type_F64;
+    case TP_DTYPE_C64: return PJRT_Buffer_Type_C64;
+    case TP_DTYPE_C128: return PJRT_Buffer_Type_C128;
     default: return PJRT_Buffer_Type_INVALID;
   }
 }

@@ -79,6 +79,8 @@ tp_dtype_t to_tp(c10::ScalarType t) {
     case c10::kBFloat16: return TP_DTYPE_BF16;
     case c10::kFloat: return TP_DTYPE_F32;
     case c10::kDouble: return TP_DTYPE_F64;
+    case c10::kComplexFloat: return TP_DTYPE_C64;
+    case c10::kComplexDouble: return TP_DTYPE_C128;
     default: return TP_DTYPE_INVALID;
   }
 }
@@ -86,7 +88,8 @@ tp_dtype_t to_tp(c10::ScalarType t) {
 c10::ScalarType from_tp(tp_dtype_t t) {
   static const c10::ScalarType map[] = {c10::kBool, c10::kByte, c10::kChar, c10::kShort,
                                         c10::kInt,  c10::kLong, c10::kHalf, c10::kBFloat16,
-                                        c10::kFloat, c10::kDouble};
+                                        c10::kFloat, c10::kDouble, c10::kComplexFloat,
+                                        c10::kComplexDouble};
   return map[t];
 }
 
@@ -464,6 +467,19 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
       a->arg.wrapped = t.unsafeGetTensorImpl()->is_wrapped_number();
       a->arg.meta.dtype = dt;
       // Read straight from host memory: no dispatch (which a Python mode could intercept).
+      if (tp_dtype_is_complex(dt)) {
+        c10::complex<double> z = dt == TP_DTYPE_C64
+                                     ? c10::complex<double>(*t.const_data_ptr<c10::complex<float>>())
+                                     : *t.const_data_ptr<c10::complex<double>>();
+        if (t.is_conj()) z = std::conj(z);
+        if (t.is_neg()) z = -z;
+        a->arg.f = z.real();
+        a->arg.fi = z.imag();
+        // A Python complex (a wrapped complex128) promotes by category, like a float: as the
+        // default complex type.
+        if (a->arg.wrapped) a->arg.meta.dtype = TP_DTYPE_C64;
+        return true;
+      }
       AT_DISPATCH_ALL_TYPES_AND3(c10::kBool, c10::kHalf, c10::kBFloat16, t.scalar_type(),
                                  "tpu_scalar_arg", [&] {
         scalar_t v = *t.const_data_ptr<scalar_t>();
@@ -487,8 +503,14 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
     } else if (s.isFloatingPoint()) {
       a->arg.meta.dtype = TP_DTYPE_F64;
       a->arg.f = s.toDouble();
+    } else if (s.isComplex()) {
+      // A Python complex promotes by category (to complex64), like a float to float32.
+      c10::complex<double> z = s.toComplexDouble();
+      a->arg.meta.dtype = TP_DTYPE_C64;
+      a->arg.f = z.real();
+      a->arg.fi = z.imag();
     } else {
-      return false;  // complex
+      return false;
     }
   } else if (v.isBool()) {
     a->arg.kind = TP_ARG_INT;
@@ -894,7 +916,7 @@ struct Graph {
 
 // ---- copies, views, storage ops ----
 
-// A tpu tensor of a dtype the C core does not know (complex, ...) is kept as bytes, so it can
+// A tpu tensor of a dtype the C core does not know (complex32, uint16, ...) is kept as bytes, so it can
 // still be stored and moved: ops on it run on CPU through the fallback. Such a tensor is read and
 // written through the run of storage bytes it reaches, from its first element to its last.
 int64_t element_span(const at::Tensor& t) {
@@ -966,20 +988,23 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocki
     }
     return self;
   }
+  // Lazy conjugate/negative bits are not in the bytes: a copy between tensors whose bits differ
+  // conjugates/negates the values it moves, as PyTorch's own copy_ does.
   if (dst_tpu && src_tpu) {
     tp_view_t d = view_or_throw(self, "copy_"), s = view_or_throw(src, "copy_");
-    check(tp_eager_copy(&d, &s));
+    check(tp_eager_copy_bits(&d, &s, self.is_conj() != src.is_conj(), self.is_neg() != src.is_neg()));
   } else if (dst_tpu) {
     TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to tpu");
     tp_view_t d = view_or_throw(self, "copy_");
-    at::Tensor host = src.to(self.scalar_type()).expand(self.sizes()).contiguous();
+    at::Tensor host = with_bits_of(self, src.to(self.scalar_type()).expand(self.sizes()))
+                          .resolve_conj().resolve_neg().contiguous();
     check(tp_eager_copy_from_host(&d, host.data_ptr()));
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from tpu to ", self.device());
     tp_view_t s = view_or_throw(src, "copy_");
     at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
     check(tp_eager_copy_to_host(&s, host.data_ptr()));
-    self.copy_(host);
+    self.copy_(with_bits_of(src, host));
   }
   return self;
 }
@@ -1003,7 +1028,7 @@ c10::Scalar tpu_local_scalar_dense(const at::Tensor& self) {
   at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
   v.ndim = 0;
   check(tp_eager_copy_to_host(&v, host.data_ptr()));
-  return at::_local_scalar_dense(host);
+  return at::_local_scalar_dense(with_bits_of(self, host).resolve_conj().resolve_neg());
 }
 
 at::Tensor tpu_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -1143,7 +1168,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", tpu_view);
   m.impl("_reshape_alias", tpu_reshape_alias);
   m.impl("unfold", tpu_unfold);
-  // Complex tensors are bytes on tpu, so their real views are PyTorch's own metadata views.
+  // A complex tensor's storage holds its interleaved parts, so its real views are PyTorch's own
+  // metadata views of the same storage.
   m.impl("view_as_real", at::native::view_as_real);
   m.impl("view_as_complex", at::native::view_as_complex);
 }

@@ -264,8 +264,8 @@ def test_large_round_trip():
     assert torch.equal(t[999_990::3].cpu(), c[999_990::3])
 
 
-# Complex tensors are stored as bytes (the device does not compute on them: their ops fall back to
-# CPU); every copy of them must still work, through the host where the device cannot do it.
+# complex64/complex128 tensors are device types, stored as their interleaved float parts (other
+# complex types are stored as bytes, their ops falling back to CPU). Every copy must work.
 CDT_IDS = ["cfloat", "cdouble"]
 
 
@@ -326,5 +326,5 @@ def test_complex_real_views_alias_their_storage():
     ft = f.to(DEVICE)
     c = torch.view_as_complex(ft)
     assert torch.equal(c.cpu(), torch.view_as_complex(f))
-    c.mul_(2)  # runs on CPU (complex), written back into the float storage
+    c.mul_(2)  # a complex op on the float storage: the real view sees it
     assert torch.equal(ft.cpu(), f * 2)
