@@ -412,6 +412,25 @@ static tp_hlo_value_t at2(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t 
   return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, x, st, d), 1, x.dims);
 }
 
+/* The pair loop of a Jacobi sweep: (p, q) run over p < q in row order, carried as loop state
+ * next to the matrix (t counts pairs). */
+static void pairs_begin(tp_hlo_builder_t *b, tp_hlo_value_t x, int64_t n, tp_hlo_value_t *t) {
+  tp_hlo_value_t init[4] = {ci(b, 0), ci(b, 0), ci(b, 1), x};
+  tp_hlo_while_begin(b, init, 4, t);
+  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, t[0], ci(b, n * (n - 1) / 2)), t);
+}
+
+static tp_hlo_value_t pairs_end(tp_hlo_builder_t *b, const tp_hlo_value_t *t, int64_t n,
+                                tp_hlo_value_t x) {
+  tp_hlo_value_t q1 = bin(b, TP_HLO_ADD, t[2], ci(b, 1)), p1 = bin(b, TP_HLO_ADD, t[1], ci(b, 1));
+  tp_hlo_value_t wrap = cmp(b, TP_CMP_EQ, q1, ci(b, n));
+  tp_hlo_value_t next[4] = {bin(b, TP_HLO_ADD, t[0], ci(b, 1)), sel(b, wrap, p1, t[1]),
+                            sel(b, wrap, bin(b, TP_HLO_ADD, p1, ci(b, 1)), q1), x};
+  tp_hlo_value_t res[4];
+  tp_hlo_while_end(b, next, res);
+  return res[3];
+}
+
 /* Eigenvalues of the symmetric [bt, n, n] |s| (float64), unsorted: cyclic Jacobi rotations until
  * the off-diagonal part is negligible. Eigenvalues are unique, so any accurate method matches
  * LAPACK's within its own error; working in float64 keeps ours well inside it for float32. */
@@ -432,12 +451,11 @@ static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
       tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, all);
       tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
     }
-    tp_hlo_value_t in_init[2] = {ci(b, 0), o[1]}, t[2], in_res[2];
-    tp_hlo_while_begin(b, in_init, 2, t);
-    tp_hlo_while_body(b, cmp(b, TP_CMP_LT, t[0], ci(b, n * n)), t);
+    tp_hlo_value_t t[4], swept;
+    pairs_begin(b, o[1], n, t);
     {
-      tp_hlo_value_t p = bin(b, TP_HLO_DIV, t[0], ci(b, n)), q = bin(b, TP_HLO_REM, t[0], ci(b, n));
-      tp_hlo_value_t x = t[1];
+      tp_hlo_value_t p = t[1], q = t[2];
+      tp_hlo_value_t x = t[3];
       tp_hlo_value_t app = at2(b, x, p, p), aqq = at2(b, x, q, q), apq = at2(b, x, p, q);
       tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
       tp_hlo_value_t nz = cmp(b, TP_CMP_NE, apq, zero);
@@ -453,12 +471,9 @@ static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
       y = put(b, y, p, p, bin(b, TP_HLO_SUB, app, bin(b, TP_HLO_MUL, tt, apq)));
       y = put(b, y, q, q, bin(b, TP_HLO_ADD, aqq, bin(b, TP_HLO_MUL, tt, apq)));
       y = put(b, put(b, y, p, q, zero), q, p, zero);
-      tp_hlo_value_t valid = cmp(b, TP_CMP_LT, p, q);
-      x = sel(b, tp_hlo_broadcast_to(b, valid, 3, s.dims), y, x);
-      tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, t[0], ci(b, 1)), x};
-      tp_hlo_while_end(b, next, in_res);
+      swept = pairs_end(b, t, n, y);
     }
-    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), in_res[1]};
+    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
     tp_hlo_while_end(b, onext, res);
     s = res[1];
   }
@@ -489,12 +504,11 @@ static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
       tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 3, dims3);
       tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
     }
-    tp_hlo_value_t in_init[2] = {ci(b, 0), o[1]}, t[2], in_res[2];
-    tp_hlo_while_begin(b, in_init, 2, t);
-    tp_hlo_while_body(b, cmp(b, TP_CMP_LT, t[0], ci(b, n * n)), t);
+    tp_hlo_value_t t[4], swept;
+    pairs_begin(b, o[1], n, t);
     {
-      tp_hlo_value_t p = bin(b, TP_HLO_DIV, t[0], ci(b, n)), q = bin(b, TP_HLO_REM, t[0], ci(b, n));
-      tp_hlo_value_t y = t[1];
+      tp_hlo_value_t p = t[1], q = t[2];
+      tp_hlo_value_t y = t[3];
       tp_hlo_value_t cp = column(b, y, p), cq = column(b, y, q);
       tp_hlo_value_t alpha = reduce1(b, bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
       tp_hlo_value_t beta = reduce1(b, bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
@@ -509,13 +523,9 @@ static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
       tt = sel(b, nz, tt, zero);
       tp_hlo_value_t c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
       tp_hlo_value_t sn = bin(b, TP_HLO_MUL, tt, c);
-      tp_hlo_value_t z = rotate(b, y, p, q, c, sn, true);
-      tp_hlo_value_t valid = cmp(b, TP_CMP_LT, p, q);
-      y = sel(b, tp_hlo_broadcast_to(b, valid, 3, y.dims), z, y);
-      tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, t[0], ci(b, 1)), y};
-      tp_hlo_while_end(b, next, in_res);
+      swept = pairs_end(b, t, n, rotate(b, y, p, q, c, sn, true));
     }
-    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), in_res[1]};
+    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
     tp_hlo_while_end(b, onext, res);
     x = res[1];
   }
