@@ -1,68 +1,103 @@
-/* Pooling family: max_pool2d_with_indices and its backward. The forward walks the kernel offsets
- * (an unrolled loop of strided slices of the padded input), keeping the running maximum and the
- * flat index of its first occurrence; the backward scatter-adds gradients at those indices. */
+/* Max pooling family: max_pool{2,3}d_with_indices, adaptive_max_pool{2,3}d, their backwards, and
+ * max_unpool{2,3}d. The fixed-window forward walks the kernel offsets (an unrolled loop of
+ * strided slices of the padded input); the adaptive forward walks the offsets of the largest
+ * window, gathering each one. Both keep the running maximum and the flat index (within its
+ * plane) of CPU's choice: the first maximum, or the last NaN. The backwards scatter-add gradients
+ * at those indices; max_unpool scatters the input to them. Depends on ops/ helpers and hlo/ only.
+ * |code| of the max_pool rows: bit 0 backward, bit 1 three spatial dims, bit 2 adaptive. */
 #include <math.h>
 #include <string.h>
 
 #include "ops/families.h"
 
 typedef struct {
-  int64_t k[2], s[2], p[2], d[2];
+  int k;  /* spatial rank */
+  bool backward, adaptive;
+  int64_t ks[3], s[3], p[3], d[3];
   bool ceil_mode;
 } pool_t;
 
-static void pair(const tp_op_arg_t *a, int64_t dflt_a, const int64_t *dflt, int64_t *out) {
+static void tuple(const tp_op_arg_t *a, int k, int64_t dflt_a, const int64_t *dflt, int64_t *out) {
   int n = a && a->kind == TP_ARG_INTS ? a->n : 0;
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < k; i++)
     out[i] = n == 0 ? (dflt ? dflt[i] : dflt_a) : a->ints[n == 1 ? 0 : i];
 }
 
 /* (kernel, stride, padding, dilation, ceil_mode) from args[at]. */
-static tp_status_t *parse_pool(const tp_op_arg_t *args, int n_args, int at, pool_t *p) {
-  if (n_args < at + 5) return tp_make_status(TP_INVALID_ARGUMENT, "max_pool2d: missing arguments");
-  pair(&args[at], 1, NULL, p->k);
-  pair(&args[at + 1], 0, p->k, p->s); /* stride defaults to the kernel size */
-  pair(&args[at + 2], 0, NULL, p->p);
-  pair(&args[at + 3], 1, NULL, p->d);
+static tp_status_t *parse_pool(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, pool_t *p) {
+  memset(p, 0, sizeof(*p));
+  p->backward = op->code & 1;
+  p->k = op->code & 2 ? 3 : 2;
+  p->adaptive = op->code & 4;
+  if (p->adaptive) return NULL;
+  int at = p->backward ? 2 : 1;
+  if (n_args < at + 5) return tp_make_status(TP_INVALID_ARGUMENT, "%s: missing arguments", op->name);
+  for (int j = 0; j < 4; j++)
+    if (args[at + j].kind == TP_ARG_INTS && args[at + j].n != 0 && args[at + j].n != 1 &&
+        args[at + j].n != p->k)
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: tuple length", op->name);
+  tuple(&args[at], p->k, 1, NULL, p->ks);
+  tuple(&args[at + 1], p->k, 0, p->ks, p->s); /* stride defaults to the kernel size */
+  tuple(&args[at + 2], p->k, 0, NULL, p->p);
+  tuple(&args[at + 3], p->k, 1, NULL, p->d);
   p->ceil_mode = args[at + 4].kind == TP_ARG_INT && args[at + 4].i;
-  for (int i = 0; i < 2; i++) {
-    if (p->k[i] < 1 || p->s[i] < 1 || p->d[i] < 1)
-      return tp_make_status(TP_INVALID_ARGUMENT, "max_pool2d: kernel, stride and dilation must be positive");
-    if (p->p[i] < 0 || p->p[i] > p->k[i] / 2)
+  for (int i = 0; i < p->k; i++) {
+    if (p->ks[i] < 1 || p->s[i] < 1 || p->d[i] < 1)
+      return tp_make_status(TP_INVALID_ARGUMENT, "%s: kernel, stride and dilation must be positive", op->name);
+    if (p->p[i] < 0 || p->p[i] > p->ks[i] / 2)
       return tp_make_status(TP_INVALID_ARGUMENT, "pad should be at most half of effective kernel size");
   }
   return NULL;
 }
 
 static int64_t pool_out(int64_t in, const pool_t *p, int i) {
-  int64_t span = in + 2 * p->p[i] - p->d[i] * (p->k[i] - 1) - 1;
+  int64_t span = in + 2 * p->p[i] - p->d[i] * (p->ks[i] - 1) - 1;
   int64_t o = (p->ceil_mode ? (span + p->s[i] - 1) / p->s[i] : span / p->s[i]) + 1;
   if (p->ceil_mode && (o - 1) * p->s[i] >= in + p->p[i]) o--;
   return o;
 }
 
-/* max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) */
+/* max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode),
+ * its backward(grad_output, self, ..., indices), adaptive_max_pool{2,3}d(self, output_size),
+ * adaptive_max_pool{2,3}d_backward(grad_output, self, indices). */
 tp_status_t *tp_infer_max_pool(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                                int *n_out) {
-  int t = op->code ? 1 : 0;
-  if (n_args < t + 6 || args[t].kind != TP_ARG_TENSOR)
+  pool_t p;
+  TP_RETURN_IF_ERROR(parse_pool(op, args, n_args, &p));
+  int t = p.backward ? 1 : 0, k = p.k;
+  if (n_args < t + 2 || args[t].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   const tp_meta_t *x = &args[t].meta;
-  if (x->ndim != 3 && x->ndim != 4)
-    return tp_make_status(TP_INVALID_ARGUMENT, "max_pool2d: Expected 3D or 4D input");
-  if (x->dtype == TP_DTYPE_BOOL) return tp_make_status(TP_UNIMPLEMENTED, "max_pool2d on bool");
-  pool_t p;
-  TP_RETURN_IF_ERROR(parse_pool(args, n_args, t + 1, &p));
-  if (op->code) { /* backward: grad_input has self's shape */
+  if (x->ndim != k + 1 && x->ndim != k + 2)
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: rank", op->name);
+  for (int d = 0; d < x->ndim; d++)
+    if (x->sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: empty input", op->name);
+  if (x->dtype == TP_DTYPE_BOOL) return tp_make_status(TP_UNIMPLEMENTED, "%s on bool", op->name);
+  /* CPU's adaptive kernels take floating types only. */
+  if (p.adaptive && !tp_dtype_is_float(x->dtype))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: dtype", op->name);
+  if (p.backward) { /* grad_input has self's shape */
+    const tp_op_arg_t *g = &args[0], *idx = &args[p.adaptive ? 2 : 7];
+    if (n_args < (p.adaptive ? 3 : 8) || g->kind != TP_ARG_TENSOR || idx->kind != TP_ARG_TENSOR ||
+        idx->meta.dtype != TP_DTYPE_I64 || g->meta.dtype != x->dtype || g->meta.ndim != x->ndim ||
+        memcmp(g->meta.sizes, idx->meta.sizes, sizeof(int64_t) * (size_t)x->ndim) != 0 ||
+        idx->meta.ndim != x->ndim)
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: arguments", op->name);
     out[0] = *x;
     *n_out = 1;
     return NULL;
   }
   out[0] = *x;
-  for (int i = 0; i < 2; i++) {
-    out[0].sizes[x->ndim - 2 + i] = pool_out(x->sizes[x->ndim - 2 + i], &p, i);
-    if (out[0].sizes[x->ndim - 2 + i] <= 0)
-      return tp_make_status(TP_INVALID_ARGUMENT, "max_pool2d: output size is too small");
+  for (int i = 0; i < k; i++) {
+    int d = x->ndim - k + i;
+    if (p.adaptive) {
+      if (args[1].kind != TP_ARG_INTS || args[1].n != k)
+        return tp_make_status(TP_UNIMPLEMENTED, "%s: output_size", op->name);
+      out[0].sizes[d] = args[1].ints[i];
+    } else {
+      out[0].sizes[d] = pool_out(x->sizes[d], &p, i);
+    }
+    if (out[0].sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output size", op->name);
   }
   out[1] = out[0];
   out[1].dtype = TP_DTYPE_I64;
@@ -70,89 +105,225 @@ tp_status_t *tp_infer_max_pool(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
   return NULL;
 }
 
-void tp_emit_max_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
-                      int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
-                      tp_hlo_value_t *out) {
-  int t = op->code ? 1 : 0;
-  pool_t p;
-  tp_status_t *st = parse_pool(args, n_args, t + 1, &p);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
-  tp_hlo_value_t x = in[t];
-  int nd = x.ndim, h = nd - 2, w = nd - 1;
-  int64_t H = x.dims[h], W = x.dims[w];
-  if (op->code) {
-    /* grad_input: scatter-add grad_output at (plane, index) into zeros of self's shape. */
-    tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
-    tp_hlo_value_t g = tp_hlo_convert(b, in[0], md);
-    tp_hlo_value_t idx = tp_hlo_convert(b, in[7], TP_DTYPE_I64);
-    int64_t planes = 1;
-    for (int i = 0; i < nd - 2; i++) planes *= x.dims[i];
-    int64_t pd[3] = {planes, g.dims[h], g.dims[w]};
-    g = tp_hlo_reshape(b, g, 3, pd);
-    idx = tp_hlo_reshape(b, idx, 3, pd);
-    tp_hlo_value_t plane = tp_hlo_iota(b, TP_DTYPE_I64, 3, pd, 0);
-    tp_hlo_value_t lin = tp_hlo_binary(b, TP_HLO_ADD, idx,
-                                       tp_hlo_binary(b, TP_HLO_MUL, plane, tp_emit_full_like(b, (double)(H * W), &plane)));
-    int64_t total = planes * H * W;
-    tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), 1, &total);
-    tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, zeros, lin, g, TP_HLO_ADD);
-    out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, r, nd, x.dims), out_meta[0].dtype);
-    return;
-  }
-  int64_t Ho = out_meta[0].sizes[h], Wo = out_meta[0].sizes[w];
-  /* Pad with the lowest value so padding never wins; enough on the high side for every window. */
+static tp_hlo_value_t cst(tp_hlo_builder_t *b, const tp_hlo_value_t *like, double v) {
+  return tp_emit_full_like(b, v, like);
+}
+
+/* Scatters |v| (shape of |idx|, i64 flat indices within each plane of |k| trailing dims) into a
+ * zero tensor of |shape|, adding duplicates (|add|) or keeping the last. Indices outside the
+ * plane are dropped. */
+static tp_hlo_value_t scatter_planes(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_hlo_value_t idx,
+                                     int k, int ndim, const int64_t *shape, bool add) {
+  int64_t planes = 1, plane = 1, n = tp_hlo_numel(&v);
+  for (int i = 0; i < ndim - k; i++) planes *= shape[i];
+  for (int i = ndim - k; i < ndim; i++) plane *= shape[i];
+  int64_t total = planes * plane;
+  int64_t pd[2] = {planes, n / planes};
+  v = tp_hlo_reshape(b, v, 2, pd);
+  idx = tp_hlo_reshape(b, idx, 2, pd);
+  tp_hlo_value_t pl = tp_hlo_iota(b, TP_DTYPE_I64, 2, pd, 0);
+  tp_hlo_value_t bad = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, idx, cst(b, &idx, 0)),
+                                     tp_hlo_compare(b, TP_CMP_GE, idx, cst(b, &idx, (double)plane)));
+  tp_hlo_value_t lin = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, pl, cst(b, &pl, (double)plane)));
+  lin = tp_hlo_select(b, bad, cst(b, &lin, (double)total), lin);
+  lin = tp_hlo_reshape(b, lin, 1, &n);
+  v = tp_hlo_reshape(b, v, 1, &n);
+  tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &total);
+  if (add) return tp_hlo_reshape(b, tp_hlo_scatter_1d_op(b, zeros, lin, v, TP_HLO_ADD), ndim, shape);
+  /* The last write wins: scatter the largest source position to each target, then gather. */
+  tp_hlo_value_t pos = tp_hlo_iota(b, TP_DTYPE_I64, 1, &n, 0);
+  tp_hlo_value_t none = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), 1, &total);
+  tp_hlo_value_t src = tp_hlo_scatter_1d_op(b, none, lin, pos, TP_HLO_MAX);
+  tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_GE, src, cst(b, &src, 0));
+  tp_hlo_value_t g = tp_hlo_gather_1d(b, v, tp_hlo_binary(b, TP_HLO_MAX, src, cst(b, &src, 0)));
+  return tp_hlo_reshape(b, tp_hlo_select(b, hit, g, zeros), ndim, shape);
+}
+
+/* CPU's choice between the running maximum and candidate |v|: strictly greater, or a NaN. */
+static tp_hlo_value_t takes(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_hlo_value_t best) {
+  tp_hlo_value_t take = tp_hlo_compare(b, TP_CMP_GT, v, best);
+  if (tp_dtype_is_float(v.dtype)) take = tp_hlo_binary(b, TP_HLO_OR, take, tp_hlo_compare(b, TP_CMP_NE, v, v));
+  return take;
+}
+
+static void emit_fixed(tp_hlo_builder_t *b, const pool_t *p, tp_hlo_value_t x, const tp_meta_t *om,
+                       tp_hlo_value_t *out) {
+  int nd = x.ndim, k = p->k, f = nd - k;
   int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
-  int64_t need[2] = {(Ho - 1) * p.s[0] + p.d[0] * (p.k[0] - 1) + 1, (Wo - 1) * p.s[1] + p.d[1] * (p.k[1] - 1) + 1};
-  lo[h] = p.p[0];
-  lo[w] = p.p[1];
-  hi[h] = need[0] - H - p.p[0] > 0 ? need[0] - H - p.p[0] : 0;
-  hi[w] = need[1] - W - p.p[1] > 0 ? need[1] - W - p.p[1] : 0;
+  for (int i = 0; i < k; i++) {
+    /* Pad with the lowest value so padding never wins; enough on the high side for every window. */
+    int64_t need = (om->sizes[f + i] - 1) * p->s[i] + p->d[i] * (p->ks[i] - 1) + 1;
+    lo[f + i] = p->p[i];
+    hi[f + i] = need - x.dims[f + i] - p->p[i] > 0 ? need - x.dims[f + i] - p->p[i] : 0;
+  }
   bool fl = tp_dtype_is_float(x.dtype);
   tp_hlo_value_t low = fl ? tp_hlo_constant(b, x.dtype, -INFINITY)
                           : tp_hlo_constant_i(b, x.dtype, x.dtype == TP_DTYPE_U8 ? 0 : INT64_MIN >> (64 - 8 * (int)tp_dtype_size(x.dtype)));
   tp_hlo_value_t xp = tp_hlo_pad(b, x, low, lo, hi);
-  int64_t oshape[TP_MAX_DIMS];
-  memcpy(oshape, out_meta[0].sizes, sizeof(int64_t) * (size_t)nd);
-  tp_hlo_value_t rows = tp_hlo_iota(b, TP_DTYPE_I64, nd, oshape, h);
-  tp_hlo_value_t cols = tp_hlo_iota(b, TP_DTYPE_I64, nd, oshape, w);
+  tp_hlo_value_t pos[3];
+  for (int i = 0; i < k; i++) pos[i] = tp_hlo_iota(b, TP_DTYPE_I64, nd, om->sizes, f + i);
+  int64_t n_off = 1;
+  for (int i = 0; i < k; i++) n_off *= p->ks[i];
   tp_hlo_value_t best = {0}, best_idx = {0};
-  for (int i = 0; i < p.k[0]; i++)
-    for (int j = 0; j < p.k[1]; j++) {
-      int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS];
-      for (int d = 0; d < nd; d++) {
-        limit[d] = xp.dims[d];
-        step[d] = 1;
-      }
-      start[h] = i * p.d[0];
-      start[w] = j * p.d[1];
-      limit[h] = start[h] + (Ho - 1) * p.s[0] + 1;
-      limit[w] = start[w] + (Wo - 1) * p.s[1] + 1;
-      step[h] = p.s[0];
-      step[w] = p.s[1];
-      tp_hlo_value_t v = tp_hlo_slice(b, xp, start, limit, step);
-      /* flat index into the unpadded plane: (ho*s - p + i*d) * W + (wo*s - p + j*d) */
-      tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, rows, tp_emit_full_like(b, (double)p.s[0], &rows)),
-                                       tp_emit_full_like(b, (double)(i * p.d[0] - p.p[0]), &rows));
-      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, cols, tp_emit_full_like(b, (double)p.s[1], &cols)),
-                                       tp_emit_full_like(b, (double)(j * p.d[1] - p.p[1]), &cols));
-      tp_hlo_value_t idx = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, r, tp_emit_full_like(b, (double)W, &r)), c);
-      if (i == 0 && j == 0) {
-        best = v;
-        best_idx = idx;
-        continue;
-      }
-      /* Strictly greater keeps the first maximum; a NaN wins and stays. */
-      tp_hlo_value_t take = tp_hlo_compare(b, TP_CMP_GT, v, best);
-      if (fl)
-        take = tp_hlo_binary(b, TP_HLO_OR, take,
-                             tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, v, v),
-                                           tp_hlo_compare(b, TP_CMP_EQ, best, best)));
-      best = tp_hlo_select(b, take, v, best);
-      best_idx = tp_hlo_select(b, take, idx, best_idx);
+  for (int64_t o = 0; o < n_off; o++) {
+    int64_t t[3], rem = o;
+    for (int i = k - 1; i >= 0; i--) {
+      t[i] = rem % p->ks[i];
+      rem /= p->ks[i];
     }
+    int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS];
+    for (int d = 0; d < nd; d++) {
+      limit[d] = xp.dims[d];
+      step[d] = 1;
+    }
+    /* flat index into the unpadded plane: sum over dims of (o*s - p + t*d) * stride */
+    tp_hlo_value_t idx = {0};
+    int64_t stride = 1;
+    for (int i = k - 1; i >= 0; i--) {
+      int d = f + i;
+      start[d] = t[i] * p->d[i];
+      limit[d] = start[d] + (om->sizes[d] - 1) * p->s[i] + 1;
+      step[d] = p->s[i];
+      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, pos[i], cst(b, &pos[i], (double)p->s[i])),
+                                       cst(b, &pos[i], (double)(t[i] * p->d[i] - p->p[i])));
+      c = tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)stride));
+      idx = i == k - 1 ? c : tp_hlo_binary(b, TP_HLO_ADD, idx, c);
+      stride *= x.dims[d];
+    }
+    tp_hlo_value_t v = tp_hlo_slice(b, xp, start, limit, step);
+    if (o == 0) {
+      best = v;
+      best_idx = idx;
+      continue;
+    }
+    tp_hlo_value_t take = takes(b, v, best);
+    best = tp_hlo_select(b, take, v, best);
+    best_idx = tp_hlo_select(b, take, idx, best_idx);
+  }
   out[0] = best;
   out[1] = best_idx;
+}
+
+/* Adaptive windows along each spatial dim: [floor(o*n/m), ceil((o+1)*n/m)). */
+static void emit_adaptive(tp_hlo_builder_t *b, const pool_t *p, tp_hlo_value_t x, const tp_meta_t *om,
+                          tp_hlo_value_t *out) {
+  int nd = x.ndim, k = p->k, f = nd - k;
+  tp_hlo_value_t lo[3], hi[3];
+  int64_t K[3], n_off = 1;
+  for (int i = 0; i < k; i++) {
+    int64_t n = x.dims[f + i], m = om->sizes[f + i];
+    tp_hlo_value_t o = tp_hlo_iota(b, TP_DTYPE_I64, nd, om->sizes, f + i);
+    lo[i] = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_MUL, o, cst(b, &o, (double)n)), cst(b, &o, (double)m));
+    tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, o, cst(b, &o, 1)), cst(b, &o, (double)n));
+    hi[i] = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_ADD, e, cst(b, &o, (double)(m - 1))), cst(b, &o, (double)m));
+    K[i] = 1;
+    for (int64_t j = 0; j < m; j++) {
+      int64_t w = ((j + 1) * n + m - 1) / m - j * n / m;
+      if (w > K[i]) K[i] = w;
+    }
+    n_off *= K[i];
+  }
+  int64_t total = tp_hlo_numel(&x), plane = 1;
+  for (int i = 0; i < k; i++) plane *= x.dims[f + i];
+  tp_hlo_value_t flat = tp_hlo_reshape(b, x, 1, &total);
+  /* plane offset of every output position */
+  tp_hlo_value_t base = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), nd, om->sizes);
+  int64_t pstride = plane;
+  for (int d = f - 1; d >= 0; d--) {
+    tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I64, nd, om->sizes, d);
+    base = tp_hlo_binary(b, TP_HLO_ADD, base, tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)pstride)));
+    pstride *= x.dims[d];
+  }
+  int64_t on = tp_meta_numel(om);
+  tp_hlo_value_t best = {0}, best_idx = {0};
+  for (int64_t o = 0; o < n_off; o++) {
+    int64_t t[3], rem = o;
+    for (int i = k - 1; i >= 0; i--) {
+      t[i] = rem % K[i];
+      rem /= K[i];
+    }
+    tp_hlo_value_t idx = {0}, valid = {0};
+    int64_t stride = 1;
+    for (int i = k - 1; i >= 0; i--) {
+      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, lo[i], cst(b, &lo[i], (double)t[i]));
+      tp_hlo_value_t ok = tp_hlo_compare(b, TP_CMP_LT, c, hi[i]);
+      c = tp_hlo_binary(b, TP_HLO_MIN, c, cst(b, &c, (double)(x.dims[f + i] - 1)));
+      c = tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)stride));
+      idx = i == k - 1 ? c : tp_hlo_binary(b, TP_HLO_ADD, idx, c);
+      valid = i == k - 1 ? ok : tp_hlo_binary(b, TP_HLO_AND, valid, ok);
+      stride *= x.dims[f + i];
+    }
+    tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_binary(b, TP_HLO_ADD, base, idx), 1, &on);
+    tp_hlo_value_t v = tp_hlo_reshape(b, tp_hlo_gather_1d(b, flat, g), nd, om->sizes);
+    if (o == 0) { /* the first offset is always inside the window */
+      best = v;
+      best_idx = idx;
+      continue;
+    }
+    tp_hlo_value_t take = tp_hlo_binary(b, TP_HLO_AND, valid, takes(b, v, best));
+    best = tp_hlo_select(b, take, v, best);
+    best_idx = tp_hlo_select(b, take, idx, best_idx);
+  }
+  out[0] = best;
+  out[1] = best_idx;
+}
+
+void tp_emit_max_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                      int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                      tp_hlo_value_t *out) {
+  pool_t p;
+  tp_status_t *st = parse_pool(op, args, n_args, &p);
+  if (st) {
+    tp_hlo_fail(b, st);
+    return;
+  }
+  if (p.backward) {
+    /* grad_input: scatter-add grad_output at (plane, index) into zeros of self's shape. */
+    tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
+    tp_hlo_value_t g = tp_hlo_convert(b, in[0], md);
+    tp_hlo_value_t idx = in[p.adaptive ? 2 : 7];
+    tp_hlo_value_t r = scatter_planes(b, g, idx, p.k, out_meta[0].ndim, out_meta[0].sizes, true);
+    out[0] = tp_hlo_convert(b, r, out_meta[0].dtype);
+    return;
+  }
+  if (p.adaptive) emit_adaptive(b, &p, in[0], &out_meta[0], out);
+  else emit_fixed(b, &p, in[0], &out_meta[0], out);
+}
+
+/* max_unpool2d(self, indices, output_size), max_unpool3d(self, indices, output_size, stride,
+ * padding): zeros of the output size with self's values written at indices, the last write to a
+ * position winning as in CPU's sequential loop. |code| is the spatial rank. */
+tp_status_t *tp_infer_max_unpool(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                                 int *n_out) {
+  int k = op->code;
+  if (n_args < (k == 3 ? 5 : 3) || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+      args[2].kind != TP_ARG_INTS)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  const tp_meta_t *x = &args[0].meta, *idx = &args[1].meta;
+  /* CPU's own checks word the errors. */
+  if (args[2].n != k || idx->dtype != TP_DTYPE_I64 || idx->ndim != x->ndim ||
+      memcmp(idx->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim) != 0 ||
+      (x->ndim != k + 1 && x->ndim != k + 2) || x->dtype == TP_DTYPE_BOOL)
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: arguments", op->name);
+  if (k == 3)
+    for (int j = 3; j < 5; j++)
+      if (args[j].kind != TP_ARG_INTS || args[j].n != 3)
+        return tp_make_status(TP_UNIMPLEMENTED, "%s: stride/padding", op->name);
+  for (int d = 0; d < x->ndim; d++)
+    if (x->sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: empty input", op->name);
+  out[0] = *x;
+  for (int i = 0; i < k; i++) {
+    if (args[2].ints[i] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output_size", op->name);
+    out[0].sizes[x->ndim - k + i] = args[2].ints[i];
+  }
+  *n_out = 1;
+  return NULL;
+}
+
+void tp_emit_max_unpool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                        int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                        tp_hlo_value_t *out) {
+  (void)args;
+  (void)n_args;
+  out[0] = scatter_planes(b, in[0], in[1], op->code, out_meta[0].ndim, out_meta[0].sizes, false);
 }

@@ -66,9 +66,9 @@ tp_status_t *tp_infer_upsample(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
   /* CPU's dtypes: floats and uint8 forward, floats backward (16-bit ones summed in float). */
   bool ok = dt == TP_DTYPE_F32 || dt == TP_DTYPE_F64 || half ||
             (dt == TP_DTYPE_U8 && !p.backward);
-  /* Linear forward of 16-bit floats: CPU's kernels round weights and sums in ways that differ
-   * by sample (1-ulp mismatches); it and uint8 (its own kernel) fall back. */
-  if (p.linear && !(dt == TP_DTYPE_F32 || dt == TP_DTYPE_F64 || (half && p.backward))) ok = false;
+  /* Linear uint8 has a kernel of its own, and so has the 16-bit bilinear forward (its rounding
+   * is not the separable sums' below): those fall back. */
+  if (p.linear && (dt == TP_DTYPE_U8 || (half && !p.backward && p.k == 2))) ok = false;
   if (!ok) return tp_make_status(TP_UNIMPLEMENTED, "%s: dtype", op->name);
   tp_meta_t o = args[0].meta;
   if (p.backward) {
@@ -120,7 +120,8 @@ static tp_hlo_value_t lin_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, 
  * i0 = min(floor(real), n - 1), i1 = i0 + (i0 < n - 1), l1 = clamp(real - i0, 0, 1), l0 = 1 - l1;
  * equal sizes copy (l0 = 1, l1 = 0). */
 static void linear_index(tp_hlo_builder_t *b, const up_t *p, int i, tp_hlo_value_t o, tp_dtype_t md,
-                         tp_hlo_value_t *i0, tp_hlo_value_t *i1, tp_hlo_value_t *l0, tp_hlo_value_t *l1) {
+                         tp_dtype_t weight_dtype, tp_hlo_value_t *i0, tp_hlo_value_t *i1,
+                         tp_hlo_value_t *l0, tp_hlo_value_t *l1) {
   int64_t n = p->in[2 + i], m = p->out[2 + i];
   if (n == m) {
     *i0 = *i1 = o;
@@ -157,7 +158,10 @@ static void linear_index(tp_hlo_builder_t *b, const up_t *p, int i, tp_hlo_value
   tp_hlo_value_t l = tp_hlo_binary(b, TP_HLO_SUB, real, tp_hlo_convert(b, *i0, md));
   l = tp_hlo_binary(b, TP_HLO_MAX, l, tp_emit_full_like(b, 0, &l));
   *l1 = tp_hlo_binary(b, TP_HLO_MIN, l, tp_emit_full_like(b, 1, &l));
+  if (weight_dtype != md) /* CPU's 16-bit forward stores l1, then l0 = 1 - l1, in the input's type */
+    *l1 = tp_hlo_convert(b, tp_hlo_convert(b, *l1, weight_dtype), md);
   *l0 = tp_hlo_binary(b, TP_HLO_SUB, tp_emit_full_like(b, 1, l1), *l1);
+  if (weight_dtype != md) *l0 = tp_hlo_convert(b, tp_hlo_convert(b, *l0, weight_dtype), md);
 }
 
 void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
@@ -193,7 +197,8 @@ void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
     }
     if (p.linear) {
       tp_hlo_value_t i0, i1, l0, l1;
-      linear_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d), v.dtype, &i0, &i1, &l0, &l1);
+      linear_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d), v.dtype,
+                   p.backward ? v.dtype : in[0].dtype, &i0, &i1, &l0, &l1);
       tp_hlo_value_t a0 = tp_hlo_reshape(b, lin_index(b, i0, d, nd, small), 1, &n_big);
       tp_hlo_value_t a1 = tp_hlo_reshape(b, lin_index(b, i1, d, nd, small), 1, &n_big);
       if (p.backward) {

@@ -123,6 +123,14 @@ def test_upsample_linear(mode, shape, kw):
     check(lambda t: F.interpolate(t, mode=mode, **kw), make(shape, torch.float64), backward=False)
 
 
+@pytest.mark.parametrize("mode,shape,kw", [m for m in LINEAR if m[0] != "bilinear"],
+                         ids=[str(i) for i, m in enumerate(LINEAR) if m[0] != "bilinear"])
+def test_upsample_linear_16bit_forward(mode, shape, kw):
+    # CPU rounds each weight to the input's type; its bilinear kernel rounds its own way (falls back)
+    for dtype in (BF16, torch.float16):
+        check(lambda t: F.interpolate(t, mode=mode, **kw), make(shape, dtype), backward=False)
+
+
 def test_upsample_bilinear_bf16_backward():
     x = make((2, 3, 5, 4), BF16).requires_grad_(True)
     xd = x.detach().to(DEVICE).requires_grad_(True)

@@ -1,0 +1,161 @@
+/* Stand-alone ops (misc.c) and max pooling (pool.c): shape/dtype inference, the calls left to
+ * CPU, and that each emits a program. Needs no device. */
+#include <string.h>
+
+#include "hlo/builder.h"
+#include "ops/op.h"
+#include "test.h"
+
+static tp_op_arg_t tensor(tp_dtype_t dt, int ndim, const int64_t *sizes) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_TENSOR;
+  a.meta.dtype = dt;
+  a.meta.ndim = ndim;
+  for (int i = 0; i < ndim; i++) a.meta.sizes[i] = sizes[i];
+  return a;
+}
+
+static tp_op_arg_t int_arg(int64_t v) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_INT;
+  a.i = v;
+  return a;
+}
+
+static tp_op_arg_t ints_arg(int n, const int64_t *v) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_INTS;
+  a.n = n;
+  for (int i = 0; i < n; i++) a.ints[i] = v[i];
+  return a;
+}
+
+static const tp_op_def_t *op(const char *name) {
+  int i = tp_op_lookup(name, NULL);
+  CHECK(i >= 0);
+  return i >= 0 ? &tp_op_table[i] : &tp_op_table[0];
+}
+
+/* Infers and emits |name|; returns whether the program text contains |needle|. */
+static bool emits(const char *name, tp_op_arg_t *args, int n_args, tp_meta_t *out, int *n_out,
+                  const char *needle) {
+  const tp_op_def_t *d = op(name);
+  tp_status_t *st = d->infer(d, args, n_args, out, n_out);
+  CHECK(st == NULL);
+  if (st) {
+    fprintf(stderr, "%s: %s\n", name, tp_status_message(st));
+    tp_status_free(st);
+    return false;
+  }
+  tp_hlo_builder_t *b;
+  CHECK_OK(tp_hlo_builder_create(&b));
+  tp_hlo_value_t in[TP_MAX_ARGS], res[TP_MAX_OUTS];
+  for (int i = 0; i < n_args; i++)
+    if (args[i].kind == TP_ARG_TENSOR)
+      in[i] = tp_hlo_param(b, args[i].meta.dtype, args[i].meta.ndim, args[i].meta.sizes, -1);
+    else if (args[i].kind == TP_ARG_SCALAR)
+      in[i] = tp_hlo_param(b, args[i].scalar_dtype, 0, NULL, -1);
+  d->emit(d, b, args, n_args, in, out, res);
+  char *text = NULL;
+  CHECK_OK(tp_hlo_finish(b, res, *n_out, &text));
+  tp_hlo_builder_free(b);
+  bool found = text && strstr(text, needle);
+  free(text);
+  return found;
+}
+
+static bool unimplemented(const char *name, tp_op_arg_t *args, int n_args) {
+  const tp_op_def_t *d = op(name);
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  tp_status_t *st = d->infer(d, args, n_args, out, &n);
+  bool r = st && tp_status_code(st) == TP_UNIMPLEMENTED;
+  tp_status_free(st);
+  return r;
+}
+
+static void test_equal(void) {
+  int64_t s[2] = {3, 4}, t[1] = {4};
+  tp_op_arg_t a[2] = {tensor(TP_DTYPE_BF16, 2, s), tensor(TP_DTYPE_BF16, 2, s)};
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  CHECK(emits("equal", a, 2, out, &n, "stablehlo.reduce"));
+  CHECK(n == 1 && out[0].dtype == TP_DTYPE_BOOL && out[0].ndim == 0);
+  a[1] = tensor(TP_DTYPE_BF16, 1, t); /* other shapes: a constant false */
+  CHECK(emits("equal", a, 2, out, &n, "stablehlo.constant"));
+  a[1] = tensor(TP_DTYPE_F32, 2, s); /* CPU raises on differing dtypes */
+  CHECK(unimplemented("equal", a, 2));
+}
+
+static void test_glu_mode_median(void) {
+  int64_t s[3] = {2, 6, 5}, odd[2] = {3, 5};
+  tp_op_arg_t a[3] = {tensor(TP_DTYPE_F32, 3, s), int_arg(1), int_arg(1)};
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  CHECK(emits("glu", a, 2, out, &n, "stablehlo.logistic"));
+  CHECK(n == 1 && out[0].sizes[1] == 3 && out[0].sizes[2] == 5);
+  tp_op_arg_t o[2] = {tensor(TP_DTYPE_F32, 2, odd), int_arg(1)};
+  CHECK(unimplemented("glu", o, 2)); /* CPU words the odd-size error */
+  CHECK(emits("mode", a, 3, out, &n, "stablehlo.sort"));
+  CHECK(n == 2 && out[0].ndim == 3 && out[0].sizes[1] == 1 && out[1].dtype == TP_DTYPE_I64);
+  a[0].meta.dtype = TP_DTYPE_BF16;
+  CHECK(emits("median.dim", a, 2, out, &n, "stablehlo.sort"));
+  CHECK(n == 2 && out[0].ndim == 2 && out[0].dtype == TP_DTYPE_BF16);
+  CHECK(emits("nanmedian", a, 1, out, &n, "stablehlo.sort"));
+  CHECK(n == 1 && out[0].ndim == 0);
+}
+
+static void test_search_and_copies(void) {
+  int64_t seq[1] = {9}, v[2] = {3, 4};
+  tp_op_arg_t a[6] = {tensor(TP_DTYPE_F32, 1, seq), tensor(TP_DTYPE_F32, 2, v), int_arg(1), int_arg(0)};
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  CHECK(emits("searchsorted.Tensor", a, 4, out, &n, "stablehlo.reduce"));
+  CHECK(n == 1 && out[0].dtype == TP_DTYPE_I32 && out[0].ndim == 2 && out[0].sizes[1] == 4);
+  a[1].meta.dtype = TP_DTYPE_I64; /* mixed dtypes: CPU's rules */
+  CHECK(unimplemented("searchsorted.Tensor", a, 4));
+  int64_t x[2] = {5, 3}, idx[1] = {2}, src[2] = {2, 3};
+  tp_op_arg_t c[4] = {tensor(TP_DTYPE_BF16, 2, x), int_arg(0), tensor(TP_DTYPE_I64, 1, idx), tensor(TP_DTYPE_BF16, 2, src)};
+  CHECK(emits("index_copy", c, 4, out, &n, "stablehlo.scatter"));
+  CHECK(n == 1 && out[0].sizes[0] == 5);
+  int64_t mk[1] = {3}, ns[1] = {7};
+  tp_op_arg_t m[3] = {tensor(TP_DTYPE_F32, 2, x), tensor(TP_DTYPE_BOOL, 1, mk), tensor(TP_DTYPE_F32, 1, ns)};
+  CHECK(emits("masked_scatter", m, 3, out, &n, "stablehlo.reduce_window"));
+  CHECK(n == 1 && out[0].ndim == 2 && out[0].sizes[0] == 5);
+}
+
+static void test_max_pool_family(void) {
+  int64_t s[5] = {2, 3, 5, 6, 7}, k3[3] = {2, 3, 2}, os[3] = {2, 4, 3};
+  tp_op_arg_t none;
+  memset(&none, 0, sizeof(none));
+  none.kind = TP_ARG_INTS;
+  tp_op_arg_t a[6] = {tensor(TP_DTYPE_BF16, 5, s), ints_arg(3, k3), none, ints_arg(1, (int64_t[]){1}),
+                      ints_arg(1, (int64_t[]){1}), int_arg(0)};
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  CHECK(emits("max_pool3d_with_indices", a, 6, out, &n, "stablehlo.select"));
+  CHECK(n == 2 && out[0].sizes[2] == 3 && out[0].sizes[3] == 2 && out[0].sizes[4] == 4 &&
+        out[1].dtype == TP_DTYPE_I64);
+  tp_op_arg_t ad[2] = {tensor(TP_DTYPE_F32, 5, s), ints_arg(3, os)};
+  CHECK(emits("adaptive_max_pool3d", ad, 2, out, &n, "stablehlo.gather"));
+  CHECK(n == 2 && out[0].sizes[2] == 2 && out[0].sizes[3] == 4 && out[0].sizes[4] == 3);
+  ad[0].meta.dtype = TP_DTYPE_I64; /* CPU's adaptive kernels take floats only */
+  CHECK(unimplemented("adaptive_max_pool3d", ad, 2));
+  int64_t us[4] = {2, 3, 4, 3}, o2[2] = {8, 7};
+  tp_op_arg_t u[3] = {tensor(TP_DTYPE_F32, 4, us), tensor(TP_DTYPE_I64, 4, us), ints_arg(2, o2)};
+  CHECK(emits("max_unpool2d", u, 3, out, &n, "stablehlo.scatter"));
+  CHECK(n == 1 && out[0].sizes[2] == 8 && out[0].sizes[3] == 7);
+  u[1].meta.dtype = TP_DTYPE_I32; /* CPU requires int64 indices and says so */
+  CHECK(unimplemented("max_unpool2d", u, 3));
+}
+
+int main(void) {
+  test_equal();
+  test_glu_mode_median();
+  test_search_and_copies();
+  test_max_pool_family();
+  TEST_MAIN_END("ops_misc_test");
+}
