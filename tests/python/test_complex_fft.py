@@ -144,6 +144,9 @@ def test_complex_arithmetic_and_data_movement():
     check(lambda x, y: torch.cat([x, y], 1), a, b)
     check(lambda x: torch.nn.functional.pad(x, (1, 2)), a)
     check(lambda x, y: torch.where(x.real > 0, x, y), a, b)
+    check(lambda x: torch.fft.fftshift(x), a)  # roll
+    check(lambda x: x.flip(0), a)
+    check(lambda x: x.index_select(1, torch.tensor([2, 0], device=x.device)), a)
     check(lambda x, y: torch.complex(x, y), f, make((3, 4), torch.float32, seed=1))
     check(lambda x, y: torch.polar(x.abs(), y), f, make((3, 4), torch.float32, seed=1))
     check(lambda x: x.to(torch.cfloat), f)
