@@ -69,17 +69,18 @@ typedef enum {
   TP_P_THRESHOLD, TP_P_LOGIT, TP_P_LOGIT_BACKWARD, TP_P_LOG_SIGMOID, TP_P_LOG_SIGMOID_BACKWARD,
 } tp_pointwise_t;
 
-/* Special functions (special.c): the unary ones, then the polynomials P_n(x) of (x, n). */
+/* Special functions (special.c): the unary ones, then the binary ones: the polynomials P_n(x)
+ * of (x, n) and the incomplete gamma functions of (a, x). */
 typedef enum {
   TP_SP_AIRY_AI, TP_SP_BESSEL_J0, TP_SP_BESSEL_J1, TP_SP_BESSEL_Y0, TP_SP_BESSEL_Y1,
   TP_SP_MODIFIED_BESSEL_I0, TP_SP_MODIFIED_BESSEL_I1, TP_SP_MODIFIED_BESSEL_K0,
   TP_SP_MODIFIED_BESSEL_K1, TP_SP_SCALED_MODIFIED_BESSEL_K0, TP_SP_SCALED_MODIFIED_BESSEL_K1,
   TP_SP_SPHERICAL_BESSEL_J0,
-  TP_SP_POLYNOMIAL,
-  TP_SP_CHEBYSHEV_T = TP_SP_POLYNOMIAL, TP_SP_CHEBYSHEV_U, TP_SP_CHEBYSHEV_V, TP_SP_CHEBYSHEV_W,
+  TP_SP_BINARY,
+  TP_SP_CHEBYSHEV_T = TP_SP_BINARY, TP_SP_CHEBYSHEV_U, TP_SP_CHEBYSHEV_V, TP_SP_CHEBYSHEV_W,
   TP_SP_SHIFTED_CHEBYSHEV_T, TP_SP_SHIFTED_CHEBYSHEV_U, TP_SP_SHIFTED_CHEBYSHEV_V,
   TP_SP_SHIFTED_CHEBYSHEV_W, TP_SP_HERMITE_H, TP_SP_HERMITE_HE, TP_SP_LAGUERRE_L,
-  TP_SP_LEGENDRE_P,
+  TP_SP_LEGENDRE_P, TP_SP_IGAMMA, TP_SP_IGAMMAC,
 } tp_special_t;
 
 /* Triangular family codes (triangular.c). */

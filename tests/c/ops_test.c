@@ -243,8 +243,9 @@ static void test_added_ops_infer(void) {
 }
 
 /* The special functions (special.c): integers and bool compute in float32, 16-bit floats fall
- * back, the polynomials broadcast x with n and take a Python number for either; every row
- * builds, the polynomials with their recurrence loop. */
+ * back (igamma: integers fall back, 16-bit floats compute in float32), the polynomials broadcast
+ * x with n and take a Python number for either; every row builds, the polynomials and igamma
+ * with their loops. */
 static void test_special(void) {
   tp_meta_t out[TP_MAX_OUTS];
   int n = 0;
@@ -264,15 +265,23 @@ static void test_special(void) {
   tp_op_arg_t q[2] = {scalar(TP_DTYPE_F64, 0.5, true), tensor(TP_DTYPE_I32, 1, (int64_t[]){4})};
   CHECK_OK(xs->infer(xs, q, 2, out, &n));
   CHECK(out[0].dtype == TP_DTYPE_F32 && q[0].scalar_dtype == TP_DTYPE_F32);
+  const tp_op_def_t *ig = op("igamma");
+  tp_op_arg_t g[2] = {tensor(TP_DTYPE_BF16, 1, (int64_t[]){4}), tensor(TP_DTYPE_BF16, 1, (int64_t[]){4})};
+  CHECK_OK(ig->infer(ig, g, 2, out, &n));
+  CHECK(out[0].dtype == TP_DTYPE_BF16);
+  g[0].meta.dtype = g[1].meta.dtype = TP_DTYPE_I64;
+  st = ig->infer(ig, g, 2, out, &n);
+  CHECK(st && tp_status_code(st) == TP_UNIMPLEMENTED);
+  tp_status_free(st);
   for (int i = 0; i < tp_op_count; i++) {
     const tp_op_def_t *d = &tp_op_table[i];
     if (d->infer != j0->infer) continue;
-    bool poly = strstr(d->name, "polynomial") != NULL;
+    bool poly = strstr(d->name, "polynomial") != NULL, igamma = strstr(d->name, "igamma") != NULL;
     tp_op_arg_t args[2] = {tensor(TP_DTYPE_F32, 1, (int64_t[]){5}), tensor(TP_DTYPE_F32, 0, NULL)};
     if (strstr(d->name, ".x_scalar")) args[0] = scalar(TP_DTYPE_F64, 0.5, true);
     if (strstr(d->name, ".n_scalar")) args[1] = scalar(TP_DTYPE_I64, 3, true);
-    char *text = emit_text(d->name, args, poly ? 2 : 1);
-    CHECK(text && (strstr(text, "stablehlo.while") != NULL) == poly);
+    char *text = emit_text(d->name, args, poly || igamma ? 2 : 1);
+    CHECK(text && (strstr(text, "stablehlo.while") != NULL) == (poly || igamma));
     if (!text) fprintf(stderr, "no program for %s\n", d->name);
     free(text);
   }
