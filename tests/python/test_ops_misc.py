@@ -202,3 +202,17 @@ def test_binary_cross_entropy(dtype, reduction, weighted):
     w = make((5,), dtype, seed=2, low=0.1, high=2) if weighted else None
     check(lambda a, t: F.binary_cross_entropy(a, t, weight=w.to(a.device) if weighted else None,
                                               reduction=reduction), x, y, backward=True)
+
+
+UNFOLD = [((2, 3, 7, 6), dict(kernel_size=2)),
+          ((3, 6, 5), dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1)))]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, torch.bool], ids=str)
+@pytest.mark.parametrize("shape,kw", UNFOLD, ids=["plain", "dilated_padded"])
+def test_unfold_and_fold(dtype, shape, kw):
+    x = make(shape, dtype)
+    check(lambda t: F.unfold(t, **kw), x, backward=dtype == F32)
+    if dtype == F32:  # CPU's 16-bit col2im adds overlaps in 16 bits: it falls back
+        cols = F.unfold(x, **kw)
+        check(lambda c: F.fold(c, output_size=shape[-2:], **kw), cols, backward=True)
