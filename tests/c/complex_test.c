@@ -4,41 +4,8 @@
 
 #include "hlo/builder.h"
 #include "ops/op.h"
+#include "op_args.h"
 #include "test.h"
-
-static tp_op_arg_t tensor(tp_dtype_t dt, int ndim, const int64_t *sizes) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_TENSOR;
-  a.meta.dtype = dt;
-  a.meta.ndim = ndim;
-  for (int i = 0; i < ndim; i++) a.meta.sizes[i] = sizes[i];
-  a.scalar_dtype = TP_DTYPE_INVALID;
-  return a;
-}
-
-static tp_op_arg_t int_arg(int64_t v) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_INT;
-  a.i = v;
-  return a;
-}
-
-static tp_op_arg_t ints_arg(int n, const int64_t *v) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_INTS;
-  a.n = n;
-  for (int i = 0; i < n; i++) a.ints[i] = v[i];
-  return a;
-}
-
-static const tp_op_def_t *op(const char *name) {
-  int i = tp_op_lookup(name, NULL);
-  CHECK(i >= 0);
-  return i >= 0 ? &tp_op_table[i] : &tp_op_table[0];
-}
 
 static tp_status_code_t infer_code(const char *name, tp_op_arg_t *args, int n, tp_meta_t *out) {
   const tp_op_def_t *d = op(name);

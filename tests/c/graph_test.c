@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "eager/graph.h"
+#include "op_args.h"
 #include "test.h"
 
 static tp_op_arg_t tensor_arg(void) {
@@ -11,15 +12,6 @@ static tp_op_arg_t tensor_arg(void) {
   memset(&a, 0, sizeof(a));
   a.kind = TP_ARG_TENSOR;
   a.scalar_dtype = TP_DTYPE_INVALID;
-  return a;
-}
-
-static tp_op_arg_t ints_arg(int n, const int64_t *v) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_INTS;
-  a.n = n;
-  memcpy(a.ints, v, sizeof(int64_t) * (size_t)n);
   return a;
 }
 

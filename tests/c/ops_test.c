@@ -3,52 +3,8 @@
 
 #include "hlo/builder.h"
 #include "ops/op.h"
+#include "op_args.h"
 #include "test.h"
-
-static tp_op_arg_t tensor(tp_dtype_t dt, int ndim, const int64_t *sizes) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_TENSOR;
-  a.meta.dtype = dt;
-  a.meta.ndim = ndim;
-  for (int i = 0; i < ndim; i++) a.meta.sizes[i] = sizes[i];
-  a.scalar_dtype = TP_DTYPE_INVALID;
-  return a;
-}
-
-static tp_op_arg_t scalar(tp_dtype_t dt, double v, bool wrapped) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_SCALAR;
-  a.meta.dtype = dt;
-  a.f = v;
-  a.i = (int64_t)v;
-  a.wrapped = wrapped;
-  a.scalar_dtype = TP_DTYPE_INVALID;
-  return a;
-}
-
-static tp_op_arg_t int_arg(int64_t v) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_INT;
-  a.i = v;
-  return a;
-}
-
-static tp_op_arg_t str_arg(const char *v) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_STR;
-  snprintf(a.s, sizeof(a.s), "%s", v);
-  return a;
-}
-
-static const tp_op_def_t *op(const char *name) {
-  int i = tp_op_lookup(name, NULL);
-  CHECK(i >= 0);
-  return i >= 0 ? &tp_op_table[i] : &tp_op_table[0];
-}
 
 static void test_table(void) {
   for (int i = 1; i < tp_op_count; i++) CHECK(strcmp(tp_op_table[i - 1].name, tp_op_table[i].name) < 0);
@@ -327,15 +283,6 @@ static void test_conv_nn_dtypes(void) {
   ba[1].meta.dtype = TP_DTYPE_F32;
   CHECK_OK(bn->infer(bn, ba, 8, out, &n));
   CHECK(n == 3 && out[0].dtype == TP_DTYPE_BF16 && out[1].dtype == TP_DTYPE_F32 && out[2].dtype == TP_DTYPE_F32);
-}
-
-static tp_op_arg_t ints_arg(int n, const int64_t *v) {
-  tp_op_arg_t a;
-  memset(&a, 0, sizeof(a));
-  a.kind = TP_ARG_INTS;
-  a.n = n;
-  for (int i = 0; i < n; i++) a.ints[i] = v[i];
-  return a;
 }
 
 /* Average pooling: PyTorch's output sizes (ceil_mode drops a window starting in the right
