@@ -199,8 +199,23 @@ class _Partition:
 
     def finish(self, used_outside):
         copies = [n for n in self.nodes if n.target is torch.ops.aten.copy_.default]
-        self.outputs = [n for n in self.nodes if n in used_outside and n not in copies
-                        and isinstance(self.values[n], torch.Tensor)]
+        wanted = [n for n in self.nodes if n in used_outside and n not in copies
+                  and isinstance(self.values[n], torch.Tensor)]
+        # A wanted view of a value that exists outside the program anyway, or of a dense program
+        # value, is not a program output: the program would copy it (a transposed weight saved
+        # for the backward, ...). PyTorch makes the view from the real tensor instead.
+        self.views = []
+        outputs, mine = [], set(self.nodes)
+        for n in wanted:
+            chain = _view_chain(n, mine)
+            if chain is None:
+                outputs.append(n)
+                continue
+            root = chain[0].args[0]
+            if root in mine and root not in outputs:
+                outputs.append(root)
+            self.views.extend(v for v in chain if v not in self.views)
+        self.outputs = [n for n in self.nodes if n in outputs]
         self.graph.set_outputs([self.values[n] for n in self.outputs] +
                                [self.values[src] for _, src in self.mutations])
         # What run() does per call, worked out once (an optimizer step has hundreds of these).
@@ -212,11 +227,32 @@ class _Partition:
         n_out = len(self.outputs)
         res = self.graph.run(ins, [None] * n_out + [env[dst] for dst in self.mutated])
         env.update(zip(self.outputs, res))
+        for v in self.views:
+            env[v] = v.target(*torch.fx.node.map_arg(v.args, env.__getitem__), **v.kwargs)
         for dst, r in zip(self.mutated, res[n_out:]):
             if r is not None:  # the input could not take the buffer (a view, ...): copy
                 env[dst].copy_(r)
         for n, dst in self.copies:
             env[n] = env[dst]
+
+
+def _view_chain(node, mine):
+    """[root view, ..., node] when |node| is a chain of single-tensor view ops whose base is a
+    graph input, or a program value traced as dense (then the real one, a program output, has
+    the traced strides and every view in the chain applies as traced); else None."""
+    chain = []
+    while (isinstance(node, torch.fx.Node) and node in mine and
+           isinstance(node.target, torch._ops.OpOverload) and
+           (node.target.is_view or node.target is torch.ops.aten._unsafe_view.default) and
+           isinstance(_val(node), torch.Tensor) and node.args and
+           isinstance(node.args[0], torch.fx.Node)):
+        chain.append(node)
+        node = node.args[0]
+    if not chain:
+        return None
+    base = _val(node)
+    dense = node in mine and isinstance(base, torch.Tensor) and base.is_contiguous()
+    return chain[::-1] if node.op == "placeholder" or dense else None
 
 
 def _to_device(ins):

@@ -110,6 +110,22 @@ def test_compiled_adamw_step_matches_eager():
     assert tc.stats()["splits"] == {}, tc.stats()["split_reasons"]
 
 
+def test_views_of_results_keep_eager_strides_and_are_not_program_outputs():
+    def f(x, w):
+        y = x @ w + 1
+        return y.t(), y.view(-1)[2:5], (x * 2).transpose(0, 1).unsqueeze(0)
+
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    want = f(x, w)
+    got = torch.compile(f, backend="tpu")(x.to("tpu"), w.to("tpu"))
+    for g, e in zip(got, want):
+        assert_same(g, e, atol=1e-5, rtol=1e-5)
+        assert g.stride() == e.stride()
+    # Made by PyTorch as views of the two results the program hands out, not copied by it.
+    assert got[0]._base is got[1]._base is not None
+    assert got[2]._base is not None and got[2]._base.shape == (4, 3)
+
+
 def test_cpu_scalar_arithmetic_feeding_device_work_runs_inside_the_program():
     def f(x, step):  # |step|: a CPU 0-dim tensor, like an optimizer's step counter
         return x * (1 - 0.9 ** step) / (1 - 0.999 ** step).sqrt()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE, assert_same, make
+from tpu_helpers import DEVICE, assert_same, make, run_json
 
 
 def test_readme_example():
@@ -311,3 +311,21 @@ def test_concurrent_use_from_threads():
         th.join(timeout=120)
     assert not any(th.is_alive() for th in threads), "a worker thread hung"
     assert errors == []
+
+
+_THREADS = """
+import ctypes, json, torch, torch_pjrt
+torch.ones(1, device="tpu").cpu()
+getenv = ctypes.CDLL(None).getenv  # the C environment: os.environ is a copy made at start
+getenv.restype = ctypes.c_char_p
+print(json.dumps({"nproc": getenv(b"PJRT_NPROC").decode()}))
+"""
+
+
+def test_compute_pool_leaves_a_core_for_the_dispatching_thread():
+    cores = len(os.sched_getaffinity(0))
+    got, _ = run_json(_THREADS, PJRT_NPROC=None, NPROC=None)
+    assert got["nproc"] == str(max(1, cores - 1))
+    # The user's choice stands.
+    got, _ = run_json(_THREADS, PJRT_NPROC=3, NPROC=None)
+    assert got["nproc"] == "3"
