@@ -12,6 +12,14 @@ int tp_norm_dim(int64_t d, int nd) {
   return (int)(d < 0 ? d + lim : d);
 }
 
+void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out) {
+  int n = 0;
+  for (int i = 0; i < x->ndim; i++)
+    if (!mask[i]) out->sizes[n++] = x->sizes[i];
+    else if (keep) out->sizes[n++] = 1;
+  out->ndim = n;
+}
+
 int64_t tp_meta_numel(const tp_meta_t *m) {
   int64_t n = 1;
   for (int i = 0; i < m->ndim; i++) n *= m->sizes[i];

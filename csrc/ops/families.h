@@ -190,6 +190,8 @@ TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
+/* |out|'s sizes become |x|'s without the dims |mask| marks, or with them as 1 (|keep|). */
+void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out);
 tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);

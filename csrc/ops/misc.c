@@ -62,6 +62,17 @@ static tp_hlo_value_t norm_last(tp_hlo_builder_t *b, tp_hlo_value_t x, double p)
   return tp_hlo_reshape(b, r, x.ndim, kd);
 }
 
+/* (values, indices) of a reduction of |x| over dim |d|. */
+static tp_status_t *values_indices(const tp_meta_t *x, int d, bool keep, tp_meta_t *out, int *n_out) {
+  bool mask[TP_MAX_DIMS] = {false};
+  if (x->ndim) mask[d] = true;
+  tp_meta_reduce(x, mask, keep, &out[0]);
+  out[1] = out[0];
+  out[1].dtype = TP_DTYPE_I64;
+  *n_out = 2;
+  return NULL;
+}
+
 tp_status_t *tp_infer_misc(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                            int *n_out) {
   if (!is_tensor(args, n_args, 0))
@@ -155,16 +166,7 @@ tp_status_t *tp_infer_misc(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
       bool keep = n_args > 2 && args[2].kind == TP_ARG_INT && args[2].i;
       if (d < 0 || (nd && x->sizes[d] == 0) || tp_meta_numel(x) == 0)
         return tp_make_status(TP_UNIMPLEMENTED, "mode: arguments");
-      if (nd) {
-        out[0].ndim = 0;
-        for (int i = 0; i < nd; i++)
-          if (i != d) out[0].sizes[out[0].ndim++] = x->sizes[i];
-          else if (keep) out[0].sizes[out[0].ndim++] = 1;
-      }
-      out[1] = out[0];
-      out[1].dtype = TP_DTYPE_I64;
-      *n_out = 2;
-      return NULL;
+      return values_indices(x, d, keep, out, n_out);
     }
     case TP_M_SEARCHSORTED: case TP_M_BUCKETIZE: {
       /* searchsorted(sorted_sequence, self, out_int32, right, side, sorter);
@@ -212,16 +214,7 @@ tp_status_t *tp_infer_misc(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
       int d = tp_norm_dim(args[1].i, nd);
       bool keep = n_args > 2 && args[2].kind == TP_ARG_INT && args[2].i;
       if (d < 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: dim", op->name);
-      if (nd) {
-        out[0].ndim = 0;
-        for (int i = 0; i < nd; i++)
-          if (i != d) out[0].sizes[out[0].ndim++] = x->sizes[i];
-          else if (keep) out[0].sizes[out[0].ndim++] = 1;
-      }
-      out[1] = out[0];
-      out[1].dtype = TP_DTYPE_I64;
-      *n_out = 2;
-      return NULL;
+      return values_indices(x, d, keep, out, n_out);
     }
     case TP_M_INDEX_COPY: {
       /* (self, dim, index, source) */

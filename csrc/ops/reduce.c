@@ -200,11 +200,7 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   if (cumulative(op->code)) {
     out[0] = *m;
   } else {
-    out[0].ndim = 0;
-    for (int i = 0; i < m->ndim; i++) {
-      if (!r.mask[i]) out[0].sizes[out[0].ndim++] = m->sizes[i];
-      else if (r.keepdim) out[0].sizes[out[0].ndim++] = 1;
-    }
+    tp_meta_reduce(m, r.mask, r.keepdim, &out[0]);
   }
   out[0].dtype = dt;
   *n_out = 1;

@@ -2,12 +2,13 @@
 agree with eager tpu and with CPU; unsupported ops split the graph visibly; the disk cache serves
 a second process."""
 import copy
+import importlib.util
+import pathlib
 import warnings
 
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import torch_pjrt.compile as tc
 from tpu_helpers import assert_same, run_json
@@ -21,23 +22,16 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block with causal SDPA."""
+def _bench_module():
+    """bench/compile.py, whose small transformer block the tests train too."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "compile.py"
+    spec = importlib.util.spec_from_file_location("bench_compile", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    def __init__(self, d=16, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 2 * d), nn.Linear(2 * d, d)
 
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+Block = _bench_module().Block
 
 
 def _models():
@@ -48,7 +42,7 @@ def _models():
         "cnn_bn": (nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(),
                                  nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6 * 4 * 4, 5)),
                    torch.randn(4, 3, 8, 8)),
-        "transformer_block": (Block(), torch.randn(2, 6, 16)),
+        "transformer_block": (Block(16, 2), torch.randn(2, 6, 16)),
     }
 
 
