@@ -244,6 +244,36 @@ tp_status_t *tp_view_check_bounds(const tp_view_t *v) {
   return NULL;
 }
 
+void tp_program_key_arg(const tp_op_arg_t *a, bool scalar_value, tp_key_put_fn put, void *key) {
+#define KEY_I64(v) do { int64_t x_ = (int64_t)(v); put(key, &x_, 8); } while (0)
+  KEY_I64(a->kind);
+  switch (a->kind) {
+    case TP_ARG_SCALAR:
+      KEY_I64(a->scalar_dtype);
+      KEY_I64(a->meta.dtype);
+      KEY_I64(a->wrapped);
+      if (!scalar_value) break;
+      if (tp_dtype_is_float(a->meta.dtype)) {
+        put(key, &a->f, sizeof(double));
+      } else if (tp_dtype_is_complex(a->meta.dtype)) {
+        put(key, &a->f, sizeof(double));
+        put(key, &a->fi, sizeof(double));
+      } else {
+        KEY_I64(a->i);
+      }
+      break;
+    case TP_ARG_INT: KEY_I64(a->i); break;
+    case TP_ARG_FLOAT: put(key, &a->f, sizeof(double)); break;
+    case TP_ARG_STR: put(key, a->s, sizeof(a->s)); break;
+    case TP_ARG_INTS:
+      KEY_I64(a->n);
+      put(key, a->ints, sizeof(int64_t) * (size_t)a->n);
+      break;
+    default: break;
+  }
+#undef KEY_I64
+}
+
 /* ---- the signature ---- */
 
 typedef struct {
@@ -261,6 +291,7 @@ static void sig_put(sig_t *s, const void *p, size_t n) {
   s->len += n;
 }
 #define SIG_I64(s, v) do { int64_t x_ = (int64_t)(v); sig_put((s), &x_, 8); } while (0)
+static void sig_put_key(void *s, const void *p, size_t n) { sig_put(s, p, n); }
 
 static void sig_view(sig_t *s, const tp_view_t *v) {
   SIG_I64(s, v->dtype);
@@ -592,26 +623,11 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     SIG_I64(sig, sl->partial);
   }
   for (int i = 0; i < n_args; i++) {
-    const tp_op_arg_t *a = &args[i].arg;
-    SIG_I64(sig, a->kind);
-    switch (a->kind) {
-      case TP_ARG_TENSOR:
-        SIG_I64(sig, p->arg_slot[i]);
-        sig_view(sig, &args[i].view);
-        break;
-      case TP_ARG_SCALAR:
-        SIG_I64(sig, a->scalar_dtype);
-        SIG_I64(sig, a->meta.dtype);
-        SIG_I64(sig, a->wrapped);
-        break;
-      case TP_ARG_INT: SIG_I64(sig, a->i); break;
-      case TP_ARG_FLOAT: sig_put(sig, &a->f, sizeof(double)); break;
-      case TP_ARG_STR: sig_put(sig, a->s, sizeof(a->s)); break;
-      case TP_ARG_INTS:
-        SIG_I64(sig, a->n);
-        sig_put(sig, a->ints, sizeof(int64_t) * (size_t)a->n);
-        break;
-      default: break;
+    /* A scalar's value is an input of the program, not part of it. */
+    tp_program_key_arg(&args[i].arg, false, sig_put_key, sig);
+    if (args[i].arg.kind == TP_ARG_TENSOR) {
+      SIG_I64(sig, p->arg_slot[i]);
+      sig_view(sig, &args[i].view);
     }
   }
   for (int k = 0; k < n_out; k++) {

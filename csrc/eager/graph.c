@@ -54,6 +54,7 @@ static void put(bytes_t *s, const void *p, size_t n) {
   s->len += n;
 }
 #define PUT_I64(s, v) do { int64_t x_ = (int64_t)(v); put((s), &x_, 8); } while (0)
+static void put_key(void *s, const void *p, size_t n) { put(s, p, n); }
 
 /* Grows *arr (of *cap elements of |size|) to hold |need|. */
 static bool grow(void **arr, int *cap, int need, size_t size) {
@@ -166,28 +167,11 @@ tp_status_t *tp_graph_node(tp_graph_t *g, int op, tp_op_arg_t *args, const int *
   PUT_I64(s, op);
   PUT_I64(s, nd.n_args);
   for (int i = 0; i < nd.n_args; i++) {
-    const tp_op_arg_t *a = &nd.args[i];
-    PUT_I64(s, a->kind);
-    switch (a->kind) {
-      case TP_ARG_TENSOR: PUT_I64(s, nd.values[i]); break;
-      case TP_ARG_SCALAR:
-        PUT_I64(s, a->scalar_dtype);
-        PUT_I64(s, a->meta.dtype);
-        PUT_I64(s, a->wrapped);
-        if (i == nd.n_args - 1 && nd.key >= 0) PUT_I64(s, -1);
-        else if (tp_dtype_is_float(a->meta.dtype)) put(s, &a->f, sizeof(double));
-        else if (tp_dtype_is_complex(a->meta.dtype)) put(s, &a->f, sizeof(double)), put(s, &a->fi, sizeof(double));
-        else PUT_I64(s, a->i);
-        break;
-      case TP_ARG_INT: PUT_I64(s, a->i); break;
-      case TP_ARG_FLOAT: put(s, &a->f, sizeof(double)); break;
-      case TP_ARG_STR: put(s, a->s, sizeof(a->s)); break;
-      case TP_ARG_INTS:
-        PUT_I64(s, a->n);
-        put(s, a->ints, sizeof(int64_t) * (size_t)a->n);
-        break;
-      default: break;
-    }
+    /* A random op's last scalar (its key) is fed per run: not part of the program. */
+    bool per_run = i == nd.n_args - 1 && nd.key >= 0;
+    tp_program_key_arg(&nd.args[i], !per_run, put_key, s);
+    if (nd.args[i].kind == TP_ARG_TENSOR) PUT_I64(s, nd.values[i]);
+    else if (nd.args[i].kind == TP_ARG_SCALAR && per_run) PUT_I64(s, -1);
   }
   for (int k = 0; k < *n_out; k++) put_meta(s, &out_metas[k]);
   return s->failed ? oom() : NULL;

@@ -29,6 +29,12 @@ tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t
 /* A device buffer holding scalar |a| as a->scalar_dtype (cached by value; borrowed). */
 tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out);
 
+/* Appends to a program key, through |put|, the kind of argument |a| and what of it shapes the
+ * program: the dtypes of a scalar (its value too if |scalar_value|), an int, float, string or int
+ * list; a tensor's part is the caller's. */
+typedef void (*tp_key_put_fn)(void *key, const void *data, size_t n);
+void tp_program_key_arg(const tp_op_arg_t *a, bool scalar_value, tp_key_put_fn put, void *key);
+
 /* The executor lock: every program run and buffer swap happens under it. */
 void tp_eager_lock(void);
 void tp_eager_unlock(void);
