@@ -12,6 +12,7 @@ and the ratios the issue asks about. The shared machine is noisy: compare ratios
 """
 import argparse
 import copy
+import ctypes
 import statistics
 import time
 
@@ -78,6 +79,14 @@ def make_engine(name, base, device):
     return {"train": train, "infer": infer}
 
 
+def _c_getenv(name):
+    """The C environment's value (torch-pjrt may set PJRT_NPROC after os.environ was copied)."""
+    getenv = ctypes.CDLL(None).getenv
+    getenv.restype = ctypes.c_char_p
+    v = getenv(name.encode())
+    return v.decode() if v else "unset"
+
+
 def sync(device):
     if device == "tpu":
         torch.tpu.synchronize()
@@ -126,7 +135,8 @@ def main():
             print(f"  {eng:13s} {work}: {results[(eng, work)]:8.1f} steps/s", flush=True)
     print()
     print(f"TinyLM batch {a.batch} x {seq} tokens; steps/s, median of {a.reps} rounds of "
-          f"{a.steps} steps; PyTorch CPU threads: {torch.get_num_threads()}")
+          f"{a.steps} steps; PyTorch CPU threads: {torch.get_num_threads()}; "
+          f"XLA CPU compute threads (PJRT_NPROC): {_c_getenv('PJRT_NPROC')}")
     print("| workload | tpu eager | tpu compiled | cpu eager | cpu inductor | compiled/eager | "
           "compiled/cpu eager | compiled/inductor |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
