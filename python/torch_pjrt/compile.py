@@ -68,6 +68,7 @@ class _Partition:
         self.outputs = []   # fx nodes whose values leave the program
         self.eager = False  # the program failed to build: run the nodes one by one
         self.mutations = [] # (graph input, node): the input takes the node's value in place
+        self.views = []     # view nodes PyTorch makes after a run, from program outputs/inputs
 
     def _value(self, n):
         """The program value for fx node |n|, adding it as an input when it comes from outside."""
@@ -206,9 +207,12 @@ class _Partition:
         # for the backward, ...). PyTorch makes the view from the real tensor instead.
         self.views = []
         outputs, mine = [], set(self.nodes)
+        mutated = {dst for dst, _ in self.mutations}
         for n in wanted:
             chain = _view_chain(n, mine)
-            if chain is None:
+            # A view of an input this program overwrites would show the new values, not the
+            # traced ones; one of a copy_ would view the program's copy, not the input it wrote.
+            if chain is None or chain[0].args[0] in mutated or chain[0].args[0] in copies:
                 outputs.append(n)
                 continue
             root = chain[0].args[0]
