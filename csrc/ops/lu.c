@@ -431,6 +431,27 @@ static tp_hlo_value_t pairs_end(tp_hlo_builder_t *b, const tp_hlo_value_t *t, in
   return res[3];
 }
 
+/* The Jacobi rotation (tangent |tan|, cosine |c|, sine |sn|, per batch [bt]) that zeroes the
+ * off-diagonal |g| of the symmetric 2x2 [[a, g], [g, d]]: the smaller-angle root, identity where
+ * g is 0. */
+static void jacobi_rotation(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t d,
+                            tp_hlo_value_t g, tp_hlo_value_t *tan, tp_hlo_value_t *c,
+                            tp_hlo_value_t *sn) {
+  tp_dtype_t dt = a.dtype;
+  int64_t bt = a.dims[0];
+  tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
+  tp_hlo_value_t nz = cmp(b, TP_CMP_NE, g, zero);
+  tp_hlo_value_t tau = bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, d, a),
+                           bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), sel(b, nz, g, one)));
+  tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tau, tau)));
+  tp_hlo_value_t tt = bin(b, TP_HLO_DIV, one, bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, tau), root));
+  tt = sel(b, cmp(b, TP_CMP_GE, tau, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
+  tt = sel(b, nz, tt, zero);
+  *c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
+  *sn = bin(b, TP_HLO_MUL, tt, *c);
+  *tan = tt;
+}
+
 /* Eigenvalues of the symmetric [bt, n, n] |s| (float64), unsorted: cyclic Jacobi rotations until
  * the off-diagonal part is negligible. Eigenvalues are unique, so any accurate method matches
  * LAPACK's within its own error; working in float64 keeps ours well inside it for float32. */
@@ -457,16 +478,8 @@ static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
       tp_hlo_value_t p = t[1], q = t[2];
       tp_hlo_value_t x = t[3];
       tp_hlo_value_t app = at2(b, x, p, p), aqq = at2(b, x, q, q), apq = at2(b, x, p, q);
-      tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
-      tp_hlo_value_t nz = cmp(b, TP_CMP_NE, apq, zero);
-      tp_hlo_value_t apq_safe = sel(b, nz, apq, one);
-      tp_hlo_value_t tau = bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, aqq, app), bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), apq_safe));
-      tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tau, tau)));
-      tp_hlo_value_t tt = bin(b, TP_HLO_DIV, one, bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, tau), root));
-      tt = sel(b, cmp(b, TP_CMP_GE, tau, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
-      tt = sel(b, nz, tt, zero);
-      tp_hlo_value_t c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
-      tp_hlo_value_t sn = bin(b, TP_HLO_MUL, tt, c);
+      tp_hlo_value_t tt, c, sn, zero = fill(b, dt, 0, 1, &bt);
+      jacobi_rotation(b, app, aqq, apq, &tt, &c, &sn);
       tp_hlo_value_t y = rotate(b, rotate(b, x, p, q, c, sn, false), p, q, c, sn, true);
       y = put(b, y, p, p, bin(b, TP_HLO_SUB, app, bin(b, TP_HLO_MUL, tt, apq)));
       y = put(b, y, q, q, bin(b, TP_HLO_ADD, aqq, bin(b, TP_HLO_MUL, tt, apq)));
@@ -513,16 +526,8 @@ static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
       tp_hlo_value_t alpha = reduce1(b, bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
       tp_hlo_value_t beta = reduce1(b, bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
       tp_hlo_value_t gamma = reduce1(b, bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
-      tp_hlo_value_t nz = cmp(b, TP_CMP_NE, gamma, zero);
-      tp_hlo_value_t zeta = bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, beta, alpha),
-                                bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), sel(b, nz, gamma, one)));
-      tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, zeta, zeta)));
-      tp_hlo_value_t tt = bin(b, TP_HLO_DIV, one, bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, zeta), root));
-      tt = sel(b, cmp(b, TP_CMP_GE, zeta, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
-      tt = sel(b, nz, tt, zero);
-      tp_hlo_value_t c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
-      tp_hlo_value_t sn = bin(b, TP_HLO_MUL, tt, c);
+      tp_hlo_value_t tt, c, sn;
+      jacobi_rotation(b, alpha, beta, gamma, &tt, &c, &sn);
       swept = pairs_end(b, t, n, rotate(b, y, p, q, c, sn, true));
     }
     tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
