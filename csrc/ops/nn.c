@@ -14,15 +14,20 @@ static tp_status_t *dim_arg(const tp_op_def_t *op, const tp_op_arg_t *a, int nd,
   return NULL;
 }
 
-/* Sum over |dim| keeping it (size 1) and broadcast back to |x|'s shape. */
-static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
+/* Sum over |dim| keeping it (size 1), optionally its reciprocal, broadcast back to |x|'s shape. */
+static tp_hlo_value_t sum_keep_ex(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim, int reciprocal) {
   int64_t d = dim;
   tp_hlo_value_t s = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, x.ndim ? 1 : 0, &d);
+  if (reciprocal) s = tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &s), s);
   int64_t bd[TP_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < x.ndim; i++)
     if (i != dim) bd[n++] = i;
   return x.ndim ? tp_hlo_broadcast_in_dim(b, s, x.ndim, x.dims, bd) : s;
+}
+
+static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
+  return sum_keep_ex(b, x, dim, 0);
 }
 
 static tp_hlo_value_t max_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
@@ -61,9 +66,12 @@ void tp_emit_softmax(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
   tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(out_meta->dtype));
   tp_hlo_value_t z = tp_hlo_binary(b, TP_HLO_SUB, x, max_keep(b, x, dim));
   tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP, z);
-  tp_hlo_value_t s = sum_keep(b, e, dim);
+  /* Over the last dim, softmax scales by the sum's reciprocal, as PyTorch's CPU kernel does
+   * there (and divides over other dims, as it does there too): bit-closer to CPU, and cheaper. */
+  bool recip = !op->code && dim == x.ndim - 1;
+  tp_hlo_value_t s = sum_keep_ex(b, e, dim, recip);
   tp_hlo_value_t r = op->code ? tp_hlo_binary(b, TP_HLO_SUB, z, tp_hlo_unary(b, TP_HLO_LOG, s))
-                              : tp_hlo_binary(b, TP_HLO_DIV, e, s);
+                              : tp_hlo_binary(b, recip ? TP_HLO_MUL : TP_HLO_DIV, e, s);
   out[0] = tp_hlo_convert(b, r, out_meta->dtype);
 }
 
