@@ -324,7 +324,7 @@ typedef struct {
   int n_slots;
   int arg_slot[TP_MAX_ARGS];
   int out_slot[TP_MAX_OUTS];
-  int n_params;
+  int n_params, n_outputs; /* n_outputs: storages written (the program's first outputs) */
 } plan_t;
 
 static int plan_slot(plan_t *p, tp_storage_t *s) {
@@ -565,11 +565,12 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
     }
     next[si] = write_view(b, tp_program_as_dtype(b, next[si], v->dtype, (int64_t)sl->storage->nbytes), v, val);
   }
-  tp_hlo_value_t results_out[MAX_STORAGES];
+  tp_hlo_value_t results_out[MAX_STORAGES + 1];
   int n_results = 0;
   for (int i = 0; i < p->n_slots; i++)
     if (p->slots[i].output >= 0)
       results_out[p->slots[i].output] = tp_program_to_storage(b, next[i]), n_results++;
+  if (tp_hlo_check_flag(b, &results_out[n_results])) n_results++; /* last: the index check */
   tp_status_t *st = tp_hlo_finish(b, results_out, n_results, out_text);
   tp_hlo_builder_free(b);
   return st;
@@ -603,11 +604,10 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
                             "writing %s elements into a storage of %zu bytes (not a multiple)",
                             tp_dtype_name(outs[k].dtype), sl->storage->nbytes);
   }
-  int n_outputs = 0;
   for (int i = 0; i < p->n_slots; i++) {
     slot_t *sl = &p->slots[i];
     if (sl->has_buffer && (sl->read || sl->partial)) sl->param = p->n_params++;
-    if (sl->written) sl->output = n_outputs++;
+    if (sl->written) sl->output = p->n_outputs++;
   }
   sig->len = 0;
   sig->overflow = false;
@@ -706,10 +706,12 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   for (int i = 0; i < n_args && !st; i++)
     if (args[i].arg.kind == TP_ARG_SCALAR)
       st = tp_eager_scalar_buffer(device < 0 ? 0 : device, &args[i].arg, &inputs[n_in++]);
-  void *results[MAX_STORAGES] = {NULL};
+  void *results[MAX_STORAGES + 1] = {NULL};
+  /* An output past the storages' is the program's index check (see build_program). */
+  int check = p.n_outputs < tp_executable_num_outputs(exe) ? p.n_outputs : -1;
   if (!st)
     st = tp_executable_execute(exe, device < 0 ? 0 : device, inputs, (size_t)n_in, NULL, 0,
-                               results, d->name, g.blocking);
+                               results, d->name, g.blocking, check);
   tp_executable_release(exe);
   if (st) {
     /* A failed execution may already have consumed donated buffers: forget them rather than

@@ -215,7 +215,7 @@ static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gs
   tp_hlo_value_t *val = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *params = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *keys = calloc((size_t)(g->n_random > 0 ? g->n_random : 1), sizeof(tp_hlo_value_t));
-  tp_hlo_value_t *results = calloc((size_t)(g->n_outputs > 0 ? g->n_outputs : 1), sizeof(tp_hlo_value_t));
+  tp_hlo_value_t *results = calloc((size_t)g->n_outputs + 1, sizeof(tp_hlo_value_t));
   if (!val || !params || !keys || !results) {
     free(val), free(params), free(keys), free(results);
     tp_hlo_builder_free(b);
@@ -247,7 +247,9 @@ static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gs
   for (int k = 0; k < g->n_outputs; k++) {
     results[k] = tp_program_to_storage(b, val[g->outputs[k]]);
   }
-  tp_status_t *st = tp_hlo_finish(b, results, g->n_outputs, out_text);
+  /* Last, past the graph's outputs: the OR of its ops' index checks, if any has one. */
+  int n_results = g->n_outputs + tp_hlo_check_flag(b, &results[g->n_outputs]);
+  tp_status_t *st = tp_hlo_finish(b, results, n_results, out_text);
   free(val), free(params), free(keys), free(results);
   tp_hlo_builder_free(b);
   return st;
@@ -358,7 +360,8 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     }
     if (!st)
       st = tp_executable_execute(exe, device, args, (size_t)n_args, NULL, 0, results, "graph",
-                                 tp_eager_blocking());
+                                 tp_eager_blocking(),
+                                 g->n_outputs < tp_executable_num_outputs(exe) ? g->n_outputs : -1);
     for (int k = 0; k < g->n_outputs; k++) {
       if (!results[k]) continue;
       const tp_meta_t *m = &g->values[g->outputs[k]];

@@ -26,6 +26,8 @@ struct tp_hlo_builder {
     tp_hlo_value_t carried[TP_HLO_WHILE_MAX];
   } loops[TP_HLO_WHILE_DEPTH];
   int n_loops;
+  bool has_check; /* |check| holds the OR of the values given to tp_hlo_check */
+  tp_hlo_value_t check;
 };
 
 static void sb_vappend(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, va_list ap) {
@@ -167,6 +169,21 @@ tp_hlo_value_t tp_hlo_param(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, con
   if (alias_output >= 0) sb_append(b, &b->params, " {tf.aliasing_output = %d : i32}", alias_output);
   b->n_params++;
   return v;
+}
+
+void tp_hlo_check(tp_hlo_builder_t *b, tp_hlo_value_t bad) {
+  if (b->n_loops || !live(b, &bad)) return; /* a loop body's values do not reach `main`'s return */
+  int64_t dims[TP_MAX_DIMS];
+  for (int i = 0; i < bad.ndim; i++) dims[i] = i;
+  tp_hlo_value_t any = tp_hlo_reduce(b, bad, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, bad.ndim, dims);
+  b->check = b->has_check ? tp_hlo_binary(b, TP_HLO_OR, b->check, any) : any;
+  b->has_check = true;
+}
+
+bool tp_hlo_check_flag(tp_hlo_builder_t *b, tp_hlo_value_t *out_flag) {
+  if (!b->has_check) return false;
+  *out_flag = b->check;
+  return true;
 }
 
 tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int n_outs,

@@ -54,6 +54,12 @@ void tp_hlo_builder_free(tp_hlo_builder_t *b);
 void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status);
 bool tp_hlo_ok(const tp_hlo_builder_t *b);
 
+/* Runtime checks. tp_hlo_check records |bad| (pred, any shape; ignored inside a while body): the
+ * program's check flag is the OR of every element recorded. tp_hlo_check_flag yields that flag
+ * (pred[]) for the caller to return as an extra output; false when nothing was recorded. */
+void tp_hlo_check(tp_hlo_builder_t *b, tp_hlo_value_t bad);
+bool tp_hlo_check_flag(tp_hlo_builder_t *b, tp_hlo_value_t *out_flag);
+
 /* Adds a parameter of `main`. alias_output >= 0 donates it to that output (tf.aliasing_output). */
 tp_hlo_value_t tp_hlo_param(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, const int64_t *dims,
                             int alias_output);

@@ -196,6 +196,12 @@ tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);
 tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like);
+/* A user's index tensor (any integer type) into a dim of size |n|, as i64 (index.c). Values
+ * outside [-n, n) (|negative_ok|, negatives then count from the end) or [0, n) set the program's
+ * check flag: the next synchronizing call raises IndexError naming the op, as CUDA reports its
+ * device-side asserts. What the op computed from such an index is unspecified. */
+tp_hlo_value_t tp_emit_checked_index(tp_hlo_builder_t *b, tp_hlo_value_t index, int64_t n,
+                                     bool negative_ok);
 /* PyTorch's polygamma(n, x) of a float |x| (elementwise.c). */
 tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x);
 #endif

@@ -45,9 +45,21 @@ static tp_hlo_value_t flat(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   return tp_hlo_reshape(b, x, 1, &n);
 }
 
-/* An index tensor's values, with negative entries wrapped by |n| where PyTorch allows them. */
+/* An index tensor's values as i64 (embedding's backward: indices its forward checked). */
 static tp_hlo_value_t index_values(tp_hlo_builder_t *b, tp_hlo_value_t index) {
   return tp_hlo_convert(b, index, TP_DTYPE_I64);
+}
+
+tp_hlo_value_t tp_emit_checked_index(tp_hlo_builder_t *b, tp_hlo_value_t index, int64_t n,
+                                     bool negative_ok) {
+  tp_hlo_value_t iv = index_values(b, index);
+  tp_hlo_value_t hi = tp_emit_full_like(b, (double)n, &iv);
+  tp_hlo_check(b, tp_hlo_binary(b, TP_HLO_OR,
+                                tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, negative_ok ? -(double)n : 0, &iv)),
+                                tp_hlo_compare(b, TP_CMP_GE, iv, hi)));
+  if (!negative_ok) return iv;
+  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, 0, &iv));
+  return tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, hi), iv);
 }
 
 /* Arguments of a tensor list flattened by the glue: args[at] = count, then the tensors. */
@@ -129,12 +141,10 @@ static tp_hlo_value_t index_positions(tp_hlo_builder_t *b, const tp_op_arg_t *ar
   for (int d = 0; d < x->ndim; d++) {
     tp_hlo_value_t c;
     if (d < l.n && args[2 + d].kind != TP_ARG_NONE) {
-      tp_hlo_value_t iv = tp_hlo_convert(b, in[2 + d], TP_DTYPE_I64);
+      tp_hlo_value_t iv = tp_emit_checked_index(b, in[2 + d], x->sizes[d], true);
       int64_t bd[TP_MAX_DIMS];
       for (int i = 0; i < iv.ndim; i++) bd[i] = l.at + l.nb - iv.ndim + i;
       c = tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, bd);
-      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, c, tp_emit_full_like(b, 0, &c));
-      c = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, c, tp_emit_full_like(b, (double)x->sizes[d], &c)), c);
     } else {
       if (od == l.at) od += l.nb;
       c = tp_hlo_iota(b, TP_DTYPE_I64, pos->ndim, pos->sizes, od++);
@@ -400,7 +410,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
   switch ((tp_index_t)op->code) {
     case TP_X_INDEX_SELECT: {
       int dim = tp_norm_dim(args[1].i, nd);
-      tp_hlo_value_t iv = index_values(b, in[2]);
+      tp_hlo_value_t iv = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
       if (nd == 0) {
         out[0] = x;
         return;
@@ -419,7 +429,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
         out[0] = tp_hlo_reshape(b, x, om->ndim, om->sizes);
         return;
       }
-      tp_hlo_value_t idx = linear_index(b, self, om, dim, index_values(b, in[2]));
+      tp_hlo_value_t idx = linear_index(b, self, om, dim, tp_emit_checked_index(b, in[2], self->sizes[dim], false));
       out[0] = tp_hlo_gather_1d(b, flat(b, x), idx);
       return;
     }
@@ -430,7 +440,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       if (op->code == TP_X_INDEX_ADD) {
         pos = &args[3].meta;
         int64_t bd = dim;
-        tp_hlo_value_t iv = index_values(b, in[2]);
+        tp_hlo_value_t iv = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
         int64_t one = 1;
         if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
         along = nd ? tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, &bd) : iv;
@@ -439,7 +449,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
           upd = tp_hlo_binary(b, TP_HLO_MUL, upd, tp_hlo_broadcast_to(b, in[4], upd.ndim, upd.dims));
       } else {
         pos = &args[2].meta;
-        along = index_values(b, in[2]);
+        along = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
         if (args[3].kind == TP_ARG_TENSOR) {
           int64_t start[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS];
           for (int i = 0; i < pos->ndim; i++) step[i] = 1;
@@ -579,13 +589,9 @@ static tp_hlo_value_t emit_index_fill(tp_hlo_builder_t *b, const tp_op_arg_t *ar
   if (n == 0 || tp_meta_numel(&self) == 0) return in[0];
   pos = self;
   pos.sizes[dim] = n;
-  tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[2]), 1, &n);
+  tp_hlo_value_t iv = tp_hlo_reshape(b, tp_emit_checked_index(b, in[2], self.sizes[dim], true), 1, &n);
   int64_t bd = dim;
   tp_hlo_value_t along = tp_hlo_broadcast_in_dim(b, iv, pos.ndim, pos.sizes, &bd);
-  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, along, tp_emit_full_like(b, 0, &along));
-  along = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, along,
-                                              tp_emit_full_like(b, (double)self.sizes[dim], &along)),
-                        along);
   tp_hlo_value_t upd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], om->dtype), pos.ndim, pos.sizes);
   tp_hlo_value_t r = tp_hlo_scatter_1d(b, flat(b, in[0]), linear_index(b, &self, &pos, dim, along), upd);
   return tp_hlo_reshape(b, r, om->ndim, om->sizes);
@@ -673,20 +679,15 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
   int nd = self->ndim, dim = tp_norm_dim(args[1].i, nd);
   tp_hlo_value_t along, upd;
   if (scatter) {
-    along = index_values(b, in[2]);
+    along = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
     int64_t start[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS];
     for (int i = 0; i < pos.ndim; i++) step[i] = 1;
     upd = tp_hlo_slice(b, src, start, pos.sizes, step);
   } else {
     int64_t bd = dim, one = 1;
-    tp_hlo_value_t iv = index_values(b, in[2]);
+    tp_hlo_value_t iv = tp_emit_checked_index(b, in[2], self->sizes[dim], false);
     if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
     along = tp_hlo_broadcast_in_dim(b, iv, pos.ndim, pos.sizes, &bd);
-    /* Negative indices count from the end, as index_add's do. */
-    tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, along, tp_emit_full_like(b, 0, &along));
-    along = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, along,
-                                                tp_emit_full_like(b, (double)self->sizes[dim], &along)),
-                          along);
     upd = src;
   }
   tp_hlo_value_t idx = nd ? linear_index(b, self, &pos, dim, along) : tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
@@ -818,13 +819,11 @@ void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
   switch (op->code) {
     case 0: {
       int64_t n = tp_meta_numel(&args[0].meta);
-      tp_hlo_value_t iv = index_values(b, in[1]);
       if (tp_meta_numel(om) == 0) {
         out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
         return;
       }
-      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, 0, &iv));
-      iv = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, tp_emit_full_like(b, (double)n, &iv)), iv);
+      tp_hlo_value_t iv = tp_emit_checked_index(b, in[1], n, true);
       out[0] = tp_hlo_gather_1d(b, flat(b, in[0]), iv);
       return;
     }
@@ -834,9 +833,7 @@ void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         out[0] = in[0];
         return;
       }
-      tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[1]), 1, &k);
-      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, 0, &iv));
-      iv = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, tp_emit_full_like(b, (double)n, &iv)), iv);
+      tp_hlo_value_t iv = tp_hlo_reshape(b, tp_emit_checked_index(b, in[1], n, true), 1, &k);
       tp_hlo_value_t src = tp_hlo_reshape(b, in[2], 1, &k);
       bool acc = n_args > 3 && args[3].kind == TP_ARG_INT && args[3].i;
       tp_hlo_value_t r = acc ? tp_hlo_scatter_1d_op(b, flat(b, in[0]), iv, src,

@@ -747,8 +747,7 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
         return;
       }
       int64_t sh[2] = {k, rest};
-      tp_hlo_value_t row = tp_hlo_broadcast_in_dim(b, idx, 2, sh, (int64_t[]){0});
-      row = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, row, cst(b, &row, 0)), bin(b, TP_HLO_ADD, row, cst(b, &row, (double)n)), row);
+      tp_hlo_value_t row = tp_hlo_broadcast_in_dim(b, tp_emit_checked_index(b, idx, n, false), 2, sh, (int64_t[]){0});
       tp_hlo_value_t bad = bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, row, cst(b, &row, 0)),
                                tp_hlo_compare(b, TP_CMP_GE, row, cst(b, &row, (double)n)));
       tp_hlo_value_t lin = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, row, cst(b, &row, (double)rest)), tp_hlo_iota(b, TP_DTYPE_I64, 2, sh, 1));

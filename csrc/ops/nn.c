@@ -487,6 +487,9 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   tp_hlo_value_t onehot = tp_hlo_compare(b, TP_CMP_EQ, cls, tb);
   int64_t ignore = args[s + 4].i;
   tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_NE, t, tp_emit_full_like(b, (double)ignore, &t));
+  tp_hlo_check(b, tp_hlo_binary(b, TP_HLO_AND, valid,
+                                tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, t, tp_emit_full_like(b, 0, &t)),
+                                              tp_hlo_compare(b, TP_CMP_GE, t, tp_emit_full_like(b, (double)x.dims[cdim], &t)))));
   /* Per-sample weight: weight[target] (1 without weights), 0 where ignored. */
   tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
   tp_hlo_value_t wfull = args[s + 2].kind == TP_ARG_TENSOR

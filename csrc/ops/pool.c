@@ -124,6 +124,7 @@ static tp_hlo_value_t scatter_planes(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_h
   tp_hlo_value_t pl = tp_hlo_iota(b, TP_DTYPE_I64, 2, pd, 0);
   tp_hlo_value_t bad = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, idx, cst(b, &idx, 0)),
                                      tp_hlo_compare(b, TP_CMP_GE, idx, cst(b, &idx, (double)plane)));
+  tp_hlo_check(b, bad);
   tp_hlo_value_t lin = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, pl, cst(b, &pl, (double)plane)));
   lin = tp_hlo_select(b, bad, cst(b, &lin, (double)total), lin);
   lin = tp_hlo_reshape(b, lin, 1, &n);

@@ -340,10 +340,7 @@ void tp_emit_shape(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       /* Linear indices row * dim + column over [n, dim], gathered from the flat weight. */
       int64_t n = tp_meta_numel(&args[1].meta), dim = args[0].meta.sizes[1], nd2[2] = {n, dim};
       int64_t rows = args[0].meta.sizes[0], all = rows * dim;
-      tp_hlo_value_t ix = tp_hlo_convert(b, tp_hlo_reshape(b, in[1], 1, &n), TP_DTYPE_I64);
-      /* Negative indices count from the end, as in index_select. */
-      tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, ix, tp_emit_full_like(b, 0, &ix));
-      ix = tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, ix, tp_emit_full_like(b, (double)rows, &ix)), ix);
+      tp_hlo_value_t ix = tp_emit_checked_index(b, tp_hlo_reshape(b, in[1], 1, &n), rows, false);
       int64_t bd = 0;
       tp_hlo_value_t r = tp_hlo_broadcast_in_dim(b, ix, 2, nd2, &bd);
       tp_hlo_value_t lin = tp_hlo_binary(

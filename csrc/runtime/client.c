@@ -291,11 +291,30 @@ static tp_status_t *injected_fault(const char *op_name) {
 
 /* ---- the pending-execution queue ---- */
 
-/* Awaits pending execution |i| and turns its outcome (a device error or an injected fault) into
- * the client's pending asynchronous error. Caller holds lock. */
+/* Reads and destroys a completed program's check flag: an error when it is set. */
+static tp_status_t *read_check(tp_client_t *c, PJRT_Buffer *check) {
+  if (!check) return NULL;
+  unsigned char flag = 0;
+  TP_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
+  args.src = check;
+  args.dst = &flag;
+  args.dst_size = 1;
+  tp_status_t *st = tp_pjrt_status(c->api, c->api->PJRT_Buffer_ToHostBuffer(&args), "read check");
+  if (!st) st = tp_pjrt_await(c->api, args.event, "read check");
+  tp_pjrt_buffer_destroy(c->api, check);
+  if (st || !flag) return st;
+  return tp_make_status(TP_OUT_OF_RANGE,
+                        "index out of range (an index tensor held a value outside the dimension "
+                        "it indexes; values computed from it are unspecified)");
+}
+
+/* Awaits pending execution |i| and turns its outcome (a device error, an injected fault or a set
+ * check flag) into the client's pending asynchronous error. Caller holds lock. */
 static void finish_locked(tp_client_t *c, int i) {
   tp_status_t *err = tp_pjrt_await(c->api, c->pending[i].event, "device execution");
   if (!err && c->pending[i].fault) err = injected_fault("device execution");
+  if (err) tp_pjrt_buffer_destroy(c->api, c->pending[i].check);
+  else err = read_check(c, c->pending[i].check);
   if (err) {
     tp_status_annotate(err, "asynchronous error in '%s'", c->pending[i].op);
     c->async_error = tp_status_join(c->async_error, err);
@@ -340,8 +359,11 @@ static void on_ready(PJRT_Error *error, void *user_arg) {
   (void)error; /* the error itself is read when the event is awaited */
 }
 
-void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name) {
-  if (!pjrt_event) return;
+void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void *check) {
+  if (!pjrt_event) {
+    tp_pjrt_buffer_destroy(c->api, check);
+    return;
+  }
   pthread_mutex_lock(&c->lock);
   if (c->n_pending == TP_MAX_PENDING) prune_locked(c, TP_MAX_PENDING / 2);
   uint64_t seq = ++c->enqueued;
@@ -355,12 +377,14 @@ void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name) {
   c->pending[k].seq = seq;
   c->pending[k].event = pjrt_event;
   c->pending[k].op = op_name ? op_name : "?";
+  c->pending[k].check = check;
   c->pending[k].fault = atomic_load_explicit(&c->fault_armed, memory_order_relaxed) &&
                         fault_due_locked(c, op_name);
   pthread_mutex_unlock(&c->lock);
 }
 
-tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name) {
+tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name,
+                                       void *check) {
   int fault = 0;
   if (atomic_load_explicit(&c->fault_armed, memory_order_relaxed)) {
     pthread_mutex_lock(&c->lock);
@@ -368,7 +392,12 @@ tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const c
     pthread_mutex_unlock(&c->lock);
   }
   tp_status_t *err = tp_pjrt_await(c->api, (PJRT_Event *)pjrt_event, op_name);
-  return err || !fault ? err : injected_fault(op_name);
+  if (!err && fault) err = injected_fault(op_name);
+  if (err) {
+    tp_pjrt_buffer_destroy(c->api, check);
+    return err;
+  }
+  return tp_status_annotate(read_check(c, check), "%s", op_name);
 }
 
 tp_status_t *tp_client_synchronize(tp_client_t *c) {

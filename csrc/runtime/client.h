@@ -46,11 +46,14 @@ tp_status_t *tp_client_synchronize(tp_client_t *c);
 
 /* Records an execution's completion event (ownership passes to the client). |op_name| must be
  * a static string. A failure of that execution is reported by the next synchronizing call
- * (tp_client_synchronize, tp_client_marker_wait, tp_buffer_to_host), naming |op_name|. */
-void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name);
+ * (tp_client_synchronize, tp_client_marker_wait, tp_buffer_to_host), naming |op_name|. So is a
+ * set |check| flag (the program's pred[] check output, or NULL; ownership passes): an IndexError
+ * for an index out of range, as CUDA reports a device-side assert. */
+void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void *check);
 /* For blocking executions: awaits |pjrt_event| (ownership passes; it is destroyed) and returns
- * that execution's failure, naming |op_name|. */
-tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name);
+ * that execution's failure, or its set |check| flag, naming |op_name|. */
+tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name,
+                                       void *check);
 
 /* Fault injection, for testing the error paths (no device fails on demand). Executions of |op|
  * (an op-table name such as "mul.Tensor", or a base name such as "mul" for every overload)

@@ -153,7 +153,7 @@ int tp_executable_num_outputs(const tp_executable_t *e) { return e->num_outputs;
 tp_status_t *tp_executable_execute(tp_executable_t *e, int device, void *const *args,
                                    size_t n_args, const int64_t *non_donatable,
                                    size_t n_non_donatable, void **out_buffers,
-                                   const char *op_name, int blocking) {
+                                   const char *op_name, int blocking, int check_output) {
   tp_client_t *c = e->client;
   const PJRT_Api *api = c->api;
   if (device < 0 || (size_t)device >= c->num_devices)
@@ -177,7 +177,12 @@ tp_status_t *tp_executable_execute(tp_executable_t *e, int device, void *const *
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), op_name);
   if (st) return st;
   atomic_fetch_add(&g_executes, 1);
-  if (blocking) return tp_client_await_execution(c, done, op_name);
-  tp_client_track(c, done, op_name);
+  void *check = NULL;
+  if (check_output >= 0 && check_output < e->num_outputs) {
+    check = out_buffers[check_output];
+    out_buffers[check_output] = NULL;
+  }
+  if (blocking) return tp_client_await_execution(c, done, op_name, check);
+  tp_client_track(c, done, op_name, check);
   return NULL;
 }

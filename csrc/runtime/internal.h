@@ -50,6 +50,7 @@ struct tp_client {
     const char *op;  /* static string (op table name) */
     uint64_t seq;
     int fault;       /* injected: completes with an error (see tp_client_inject_fault) */
+    PJRT_Buffer *check; /* the program's check flag (pred[]), or NULL; read once it completes */
   } pending[TP_MAX_PENDING];
   int n_pending;
   uint64_t enqueued;   /* executions tracked so far */

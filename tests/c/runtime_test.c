@@ -51,7 +51,7 @@ static void test_execute(tp_client_t *c) {
   CHECK(tp_executable_num_outputs(exe) == 1);
   void *args[2] = {ba, bb}, *out = NULL;
   int64_t keep = 1;
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, &keep, 1, &out, "add", 0));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, &keep, 1, &out, "add", 0, -1));
   CHECK_OK(tp_client_synchronize(c));
   CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
   CHECK(r[0] == 11 && r[4] == 55);
@@ -65,7 +65,7 @@ static void test_execute(tp_client_t *c) {
   if (exe2) {
     void *out2 = NULL;
     void *args2[2] = {out, bb};
-    CHECK_OK(tp_executable_execute(exe2, 0, args2, 2, &keep, 1, &out2, "add", 1));
+    CHECK_OK(tp_executable_execute(exe2, 0, args2, 2, &keep, 1, &out2, "add", 1, -1));
     CHECK_OK(tp_buffer_to_host(c, out2, r, sizeof(r)));
     CHECK(r[0] == 21 && r[4] == 105);
     tp_buffer_destroy(c, out2);
@@ -284,42 +284,87 @@ static void test_injected_fault(tp_client_t *c) {
   int64_t keep[2] = {0, 1};
 
   tp_client_inject_fault(c, "add", 1); /* a base name matches every overload */
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   tp_status_t *st = tp_client_synchronize(c);
   CHECK(st && tp_status_code(st) == TP_INTERNAL);
   CHECK(st && strstr(tp_status_message(st), "asynchronous error in 'add.Tensor'"));
   tp_status_free(st);
   CHECK_OK(tp_client_synchronize(c)); /* reported once, and disarmed after one */
   tp_buffer_destroy(c, out);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   CHECK_OK(tp_client_synchronize(c));
   tp_buffer_destroy(c, out);
 
   /* A copy to the host is a synchronizing call too. */
   tp_client_inject_fault(c, "add.Tensor", -1);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   st = tp_buffer_to_host(c, out, r, sizeof(r));
   CHECK(st && strstr(tp_status_message(st), "'add.Tensor'"));
   tp_status_free(st);
   tp_buffer_destroy(c, out);
   /* Blocking: the execution itself fails; other ops and other names are untouched. */
-  st = tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 1);
+  st = tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 1, -1);
   CHECK(st && tp_status_code(st) == TP_INTERNAL && strstr(tp_status_message(st), "add.Tensor"));
   tp_status_free(st);
   tp_buffer_destroy(c, out);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "addmm", 1));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "addmm", 1, -1));
   tp_buffer_destroy(c, out);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add_", 0));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add_", 0, -1));
   CHECK_OK(tp_client_synchronize(c));
   tp_buffer_destroy(c, out);
   tp_client_inject_fault(c, NULL, 0);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0));
+  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
   CHECK(r[0] == 2 && r[2] == 6);
   tp_buffer_destroy(c, out);
   tp_buffer_destroy(c, ba);
   tp_executable_release(exe);
   free(text);
+}
+
+/* A program's check output (tp_hlo_check): x[i] with i checked against [0, 3); the flag is read
+ * at the next synchronizing call (IndexError's code, naming the op), or by a blocking execution. */
+static void test_check_output(tp_client_t *c) {
+  tp_hlo_builder_t *b;
+  CHECK_OK(tp_hlo_builder_create(&b));
+  if (!b) return;
+  int64_t n = 3;
+  tp_hlo_value_t x = tp_hlo_param(b, TP_DTYPE_F32, 1, &n, -1);
+  tp_hlo_value_t i = tp_hlo_param(b, TP_DTYPE_I64, 0, NULL, -1);
+  tp_hlo_check(b, tp_hlo_compare(b, TP_CMP_GE, i, tp_hlo_constant_i(b, TP_DTYPE_I64, n)));
+  tp_hlo_value_t outs[2] = {tp_hlo_binary(b, TP_HLO_ADD, x, x)};
+  CHECK(tp_hlo_check_flag(b, &outs[1]));
+  char *text = NULL;
+  CHECK_OK(tp_hlo_finish(b, outs, 2, &text));
+  tp_hlo_builder_free(b);
+  tp_executable_t *exe = NULL;
+  if (text) CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  free(text);
+  if (!exe) return;
+  float a[3] = {1, 2, 3};
+  void *bx = NULL;
+  CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &bx));
+  for (int64_t idx = 2; idx <= 3; idx++) {
+    for (int blocking = 0; blocking <= 1; blocking++) {
+      void *bi = NULL, *out[2] = {NULL, NULL};
+      CHECK_OK(tp_buffer_from_host(c, 0, &idx, TP_DTYPE_I64, 0, NULL, &bi));
+      void *args[2] = {bx, bi};
+      int64_t keep[2] = {0, 1};
+      tp_status_t *st = tp_executable_execute(exe, 0, args, 2, keep, 2, out, "index_select", blocking, 1);
+      CHECK(out[1] == NULL); /* the client took the flag */
+      if (!blocking) st = tp_status_join(st, tp_client_synchronize(c));
+      CHECK((st != NULL) == (idx == 3));
+      CHECK(!st || (tp_status_code(st) == TP_OUT_OF_RANGE &&
+                    strstr(tp_status_message(st), "index_select") &&
+                    strstr(tp_status_message(st), "index out of range")));
+      tp_status_free(st);
+      CHECK_OK(tp_client_synchronize(c)); /* reported once */
+      tp_buffer_destroy(c, out[0]);
+      tp_buffer_destroy(c, bi);
+    }
+  }
+  tp_buffer_destroy(c, bx);
+  tp_executable_release(exe);
 }
 
 /* A stablehlo.while whose body reads x[i] with a dynamic slice and writes a running sum with a
@@ -352,7 +397,7 @@ static void test_while(tp_client_t *c) {
     void *bx = NULL, *o = NULL;
     CHECK_OK(tp_buffer_from_host(c, 0, x, TP_DTYPE_F32, 1, &n, &bx));
     int64_t keep = 1;
-    CHECK_OK(tp_executable_execute(exe, 0, &bx, 1, &keep, 1, &o, "while", 1));
+    CHECK_OK(tp_executable_execute(exe, 0, &bx, 1, &keep, 1, &o, "while", 1, -1));
     CHECK_OK(tp_buffer_to_host(c, o, r, sizeof(r)));
     CHECK(r[0] == 1 && r[1] == 3 && r[4] == 15);
     tp_buffer_destroy(c, bx);
@@ -388,6 +433,7 @@ int main(void) {
   test_cache(c);
   test_disk_bound(c);
   test_injected_fault(c);
+  test_check_output(c);
   CHECK_OK(tp_client_synchronize(c));
   tp_client_release(c);
   TEST_MAIN_END("runtime_test");

@@ -4,6 +4,7 @@ caches stay within their bounds under ever-changing shapes, processes sharing on
 never corrupt it, and an asynchronous device error is reported with the op that caused it.
 
 (Garbage or truncated cache entries are covered in test_cache.py.)"""
+import contextlib
 import gc
 import json
 import os
@@ -262,3 +263,76 @@ def test_launch_blocking_raises_the_device_error_at_the_op():
     assert out["sync_raised"] is False  # reported once, at the op
     assert out["cpu_value"] == [2.0] * 4  # ":1" failed one execution only
     assert out["after"] == 8.0
+
+
+# ---------------------------------------------------------------- out-of-range indices
+
+# (op, call) pairs: each indexes a dim of size 3 with |i| ([0] is valid; [3] is not, nor is [-1]
+# where CPU rejects negative indices).
+def _index_ops():
+    import torch.nn.functional as F
+    x = torch.arange(12.0).reshape(3, 4)
+    ones = torch.ones(1, 4)
+    return {
+        "index_select": (lambda x, i: x.index_select(0, i), False),
+        "gather": (lambda x, i: x.gather(0, i.view(1, 1)), False),
+        "scatter_": (lambda x, i: x.clone().scatter_(0, i.view(1, 1), 1.0), False),
+        "scatter_add_": (lambda x, i: x.clone().scatter_add_(0, i.view(1, 1), ones[:, :1].to(x.device)), False),
+        "index_add_": (lambda x, i: x.clone().index_add_(0, i, ones.to(x.device)), False),
+        "index_copy_": (lambda x, i: x.clone().index_copy_(0, i, ones.to(x.device)), False),
+        "index_fill_": (lambda x, i: x.clone().index_fill_(0, i, 1.0), True),
+        "x[i]": (lambda x, i: x[i], True),
+        "index_put_": (lambda x, i: x.clone().index_put_((i,), ones[0].to(x.device)), True),
+        "take": (lambda x, i: x.take(i * 4), True),
+        "put_": (lambda x, i: x.clone().put_(i * 4, ones[0, :1].to(x.device)), True),
+        "embedding": (lambda x, i: F.embedding(i, x), False),
+        "cross_entropy": (lambda x, i: F.cross_entropy(x[:1, :3], i), False),
+    }, x
+
+
+@pytest.mark.parametrize("name", list(_index_ops()[0]))
+def test_out_of_range_index_raises_index_error_at_the_next_sync(name):
+    """As CUDA reports a device-side assert: the op enqueues, the next synchronizing call raises
+    (IndexError, as CPU does), naming the op; valid and negative-where-allowed indices do not."""
+    ops, x = _index_ops()
+    fn, negative_ok = ops[name]
+    xt = x.to("tpu")
+    for i, bad in (([2], False), ([-1], not negative_ok), ([3], True)):
+        with pytest.raises(IndexError) if bad else contextlib.nullcontext():
+            fn(xt, torch.tensor(i).to("tpu"))
+            torch.tpu.synchronize()
+        # CPU agrees on which indices are bad
+        with pytest.raises((IndexError, RuntimeError)) if bad else contextlib.nullcontext():
+            fn(x, torch.tensor(i))
+    # the device keeps working, and the error was reported once
+    assert (xt + 1).sum().item() == float((x + 1).sum())
+
+
+def test_out_of_range_index_raises_at_the_op_when_launch_blocking():
+    code = r"""
+import json, torch, torch_pjrt
+x = torch.arange(6.0, device="tpu").reshape(3, 2)
+res = {}
+try:
+    x.index_select(0, torch.tensor([5], device="tpu"))
+    res["op_raised"] = False
+except IndexError as e:
+    res["op_raised"], res["msg"] = True, str(e)
+torch.tpu.synchronize()
+res["after"] = x.sum().item()
+print(json.dumps(res))
+"""
+    out, _ = run_json(code, TORCH_PJRT_LAUNCH_BLOCKING="1")
+    assert out["op_raised"] is True and "index_select" in out["msg"], out
+    assert "index out of range" in out["msg"]
+    assert out["after"] == 15.0
+
+
+def test_out_of_range_index_in_a_compiled_graph_raises_at_the_next_sync():
+    emb = torch.nn.Embedding(10, 4).to("tpu")
+    f = torch.compile(lambda i: emb(i).sum(), backend="tpu")
+    good = f(torch.tensor([1, 9], device="tpu")).item()
+    assert good == pytest.approx(float(emb.weight.detach().cpu()[[1, 9]].sum()), rel=1e-5)
+    with pytest.raises(IndexError, match="index out of range"):
+        f(torch.tensor([1, 10], device="tpu")).item()
+    assert f(torch.tensor([1, 9], device="tpu")).item() == good  # same program, no error now
