@@ -15,7 +15,7 @@ static tp_status_t *dim_arg(const tp_op_def_t *op, const tp_op_arg_t *a, int nd,
 }
 
 /* Sum over |dim| keeping it (size 1), optionally its reciprocal, broadcast back to |x|'s shape. */
-static tp_hlo_value_t sum_keep_ex(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim, int reciprocal) {
+static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim, bool reciprocal) {
   int64_t d = dim;
   tp_hlo_value_t s = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, x.ndim ? 1 : 0, &d);
   if (reciprocal) s = tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &s), s);
@@ -24,10 +24,6 @@ static tp_hlo_value_t sum_keep_ex(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim
   for (int i = 0; i < x.ndim; i++)
     if (i != dim) bd[n++] = i;
   return x.ndim ? tp_hlo_broadcast_in_dim(b, s, x.ndim, x.dims, bd) : s;
-}
-
-static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
-  return sum_keep_ex(b, x, dim, 0);
 }
 
 static tp_hlo_value_t max_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
@@ -69,7 +65,7 @@ void tp_emit_softmax(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
   /* Over the last dim, softmax scales by the sum's reciprocal, as PyTorch's CPU kernel does
    * there (and divides over other dims, as it does there too): bit-closer to CPU, and cheaper. */
   bool recip = !op->code && dim == x.ndim - 1;
-  tp_hlo_value_t s = sum_keep_ex(b, e, dim, recip);
+  tp_hlo_value_t s = sum_keep(b, e, dim, recip);
   tp_hlo_value_t r = op->code ? tp_hlo_binary(b, TP_HLO_SUB, z, tp_hlo_unary(b, TP_HLO_LOG, s))
                               : tp_hlo_binary(b, recip ? TP_HLO_MUL : TP_HLO_DIV, e, s);
   out[0] = tp_hlo_convert(b, r, out_meta->dtype);
@@ -97,10 +93,10 @@ void tp_emit_softmax_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const 
   tp_hlo_value_t r;
   if (op->code) /* log_softmax: g - exp(y) * sum(g) */
     r = tp_hlo_binary(b, TP_HLO_SUB, g,
-                      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_EXP, y), sum_keep(b, g, dim)));
+                      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_EXP, y), sum_keep(b, g, dim, false)));
   else /* softmax: y * (g - sum(g * y)) */
     r = tp_hlo_binary(b, TP_HLO_MUL, y,
-                      tp_hlo_binary(b, TP_HLO_SUB, g, sum_keep(b, tp_hlo_binary(b, TP_HLO_MUL, g, y), dim)));
+                      tp_hlo_binary(b, TP_HLO_SUB, g, sum_keep(b, tp_hlo_binary(b, TP_HLO_MUL, g, y), dim, false)));
   out[0] = tp_hlo_convert(b, r, out_meta->dtype);
 }
 
@@ -487,9 +483,8 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   tp_hlo_value_t onehot = tp_hlo_compare(b, TP_CMP_EQ, cls, tb);
   int64_t ignore = args[s + 4].i;
   tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_NE, t, tp_emit_full_like(b, (double)ignore, &t));
-  tp_hlo_check(b, tp_hlo_binary(b, TP_HLO_AND, valid,
-                                tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, t, tp_emit_full_like(b, 0, &t)),
-                                              tp_hlo_compare(b, TP_CMP_GE, t, tp_emit_full_like(b, (double)x.dims[cdim], &t)))));
+  /* Targets other than ignore_index must name a class. */
+  tp_emit_checked_index(b, tp_hlo_select(b, valid, t, tp_emit_full_like(b, 0, &t)), x.dims[cdim], false);
   /* Per-sample weight: weight[target] (1 without weights), 0 where ignored. */
   tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
   tp_hlo_value_t wfull = args[s + 2].kind == TP_ARG_TENSOR
