@@ -159,13 +159,18 @@ tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, siz
   const char *path = tp_client_plugin_path(client);
   int major, minor;
   tp_client_api_version(client, &major, &minor);
+  /* XLA_FLAGS change what the plugin compiles (fast math, fusion choices): a program compiled
+   * under other flags is another program. */
+  const char *flags = getenv("XLA_FLAGS");
+  unsigned long long flags_hash = flags ? tp_hash_bytes(flags, strlen(flags), 0) : 0;
   char id[2400];
   if (stat(path, &sb) == 0)
-    snprintf(id, sizeof(id), "%s|%lld|%lld|%d.%d|%s|%s", path, (long long)sb.st_size,
+    snprintf(id, sizeof(id), "%s|%lld|%lld|%d.%d|%s|%s|%llx", path, (long long)sb.st_size,
              (long long)sb.st_mtime, major, minor, tp_client_platform_version(client),
-             codegen_id ? codegen_id : "");
+             codegen_id ? codegen_id : "", flags_hash);
   else
-    snprintf(id, sizeof(id), "%s|%d.%d|%s", path, major, minor, codegen_id ? codegen_id : "");
+    snprintf(id, sizeof(id), "%s|%d.%d|%s|%llx", path, major, minor,
+             codegen_id ? codegen_id : "", flags_hash);
   c->identity = strdup(id);
   *out_cache = c;
   return NULL;

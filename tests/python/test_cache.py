@@ -155,6 +155,18 @@ def test_disk_cache_reused_by_second_process(tmp_path):
     assert second["compile_seconds"] == 0
 
 
+def test_other_xla_flags_do_not_reuse_disk_entries(tmp_path):
+    # XLA_FLAGS change what the plugin compiles, so they are part of the cache's identity
+    cache = tmp_path / "cache"
+    first, _ = run_json(CHILD, TORCH_PJRT_CACHE_DIR=cache, XLA_FLAGS=None)
+    other, _ = run_json(CHILD, TORCH_PJRT_CACHE_DIR=cache,
+                        XLA_FLAGS="--xla_cpu_enable_fast_math=false")
+    assert other["y"] == EXPECTED_Y and other["z"] == _expected_z()
+    assert other["disk_cache_hits"] == 0 and other["compiles"] == first["compiles"]
+    again, _ = run_json(CHILD, TORCH_PJRT_CACHE_DIR=cache, XLA_FLAGS=None)
+    assert again["compiles"] == 0 and again["disk_cache_hits"] == first["compiles"]
+
+
 def test_corrupt_disk_entries_just_recompile(tmp_path):
     cache = tmp_path / "cache"
     first, _ = run_json(CHILD, TORCH_PJRT_CACHE_DIR=cache)
