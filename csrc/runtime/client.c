@@ -291,21 +291,38 @@ static tp_status_t *injected_fault(const char *op_name) {
 
 /* ---- the pending-execution queue ---- */
 
-/* Reads and destroys a completed program's check flag: an error when it is set. */
-static tp_status_t *read_check(tp_client_t *c, PJRT_Buffer *check) {
-  if (!check) return NULL;
-  unsigned char flag = 0;
+/* Starts copying a program's check flag to |dst|. The copy waits for the program, so starting it
+ * at enqueue means no round trip is left for the time the program completes. */
+static PJRT_Event *start_check_read(tp_client_t *c, PJRT_Buffer *check, unsigned char *dst,
+                                    tp_status_t **st) {
+  *dst = 0;
   TP_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
   args.src = check;
-  args.dst = &flag;
+  args.dst = dst;
   args.dst_size = 1;
-  tp_status_t *st = tp_pjrt_status(c->api, c->api->PJRT_Buffer_ToHostBuffer(&args), "read check");
-  if (!st) st = tp_pjrt_await(c->api, args.event, "read check");
+  *st = tp_pjrt_status(c->api, c->api->PJRT_Buffer_ToHostBuffer(&args), "read check");
+  return *st ? NULL : args.event;
+}
+
+/* Awaits a started check-flag copy and destroys the flag buffer: an error when the flag is set.
+ * |started| is the status of starting the copy (its event is then NULL). */
+static tp_status_t *finish_check_read(tp_client_t *c, PJRT_Buffer *check, PJRT_Event *read,
+                                      tp_status_t *started, const unsigned char *flag) {
+  tp_status_t *st = started;
+  if (read) st = tp_pjrt_await(c->api, read, "read check");
   tp_pjrt_buffer_destroy(c->api, check);
-  if (st || !flag) return st;
+  if (st || !*flag) return st;
   return tp_make_status(TP_OUT_OF_RANGE,
                         "index out of range (an index tensor held a value outside the dimension "
                         "it indexes; values computed from it are unspecified)");
+}
+
+static tp_status_t *read_check(tp_client_t *c, PJRT_Buffer *check) {
+  if (!check) return NULL;
+  unsigned char flag;
+  tp_status_t *st = NULL;
+  PJRT_Event *read = start_check_read(c, check, &flag, &st);
+  return finish_check_read(c, check, read, st, &flag);
 }
 
 /* Awaits pending execution |i| and turns its outcome (a device error, an injected fault or a set
@@ -313,8 +330,12 @@ static tp_status_t *read_check(tp_client_t *c, PJRT_Buffer *check) {
 static void finish_locked(tp_client_t *c, int i) {
   tp_status_t *err = tp_pjrt_await(c->api, c->pending[i].event, "device execution");
   if (!err && c->pending[i].fault) err = injected_fault("device execution");
-  if (err) tp_pjrt_buffer_destroy(c->api, c->pending[i].check);
-  else err = read_check(c, c->pending[i].check);
+  if (c->pending[i].check) {
+    tp_status_t *flag = finish_check_read(c, c->pending[i].check, c->pending[i].check_read, NULL,
+                                          &c->check_flag[c->pending[i].seq % TP_MAX_PENDING]);
+    if (err) tp_status_free(flag);
+    else err = flag;
+  }
   if (err) {
     tp_status_annotate(err, "asynchronous error in '%s'", c->pending[i].op);
     c->async_error = tp_status_join(c->async_error, err);
@@ -378,6 +399,18 @@ void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void
   c->pending[k].event = pjrt_event;
   c->pending[k].op = op_name ? op_name : "?";
   c->pending[k].check = check;
+  c->pending[k].check_read = NULL;
+  if (check) {
+    tp_status_t *st = NULL;
+    unsigned char *flag = &c->check_flag[seq % TP_MAX_PENDING];
+    c->pending[k].check_read = start_check_read(c, check, flag, &st);
+    if (st) {  /* the flag cannot be read: report that at the next sync, as a failed execution */
+      tp_status_annotate(st, "asynchronous error in '%s'", c->pending[k].op);
+      c->async_error = tp_status_join(c->async_error, st);
+      tp_pjrt_buffer_destroy(c->api, check);
+      c->pending[k].check = NULL;
+    }
+  }
   c->pending[k].fault = atomic_load_explicit(&c->fault_armed, memory_order_relaxed) &&
                         fault_due_locked(c, op_name);
   pthread_mutex_unlock(&c->lock);
