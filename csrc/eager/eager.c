@@ -517,11 +517,18 @@ static tp_hlo_value_t write_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp
   return tp_hlo_scatter_1d(b, x, idx, value);
 }
 
+tp_status_t *tp_eager_builder_create(tp_hlo_builder_t **out_builder) {
+  TP_RETURN_IF_ERROR(tp_hlo_builder_create(out_builder));
+  tp_hlo_builder_set_xla_cpu(*out_builder,
+                             g.client && strcmp(tp_client_platform_name(g.client), "cpu") == 0);
+  return NULL;
+}
+
 static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *args, int n_args,
                                   const tp_meta_t *out_metas, const tp_view_t *outs, int n_out,
                                   const plan_t *p, char **out_text) {
   tp_hlo_builder_t *b = NULL;
-  TP_RETURN_IF_ERROR(tp_hlo_builder_create(&b));
+  TP_RETURN_IF_ERROR(tp_eager_builder_create(&b));
   /* Parameters: storages first (in slot order), then scalars (in argument order). */
   tp_hlo_value_t arrays[MAX_STORAGES];
   for (int i = 0; i < p->n_slots; i++) {

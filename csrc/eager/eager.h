@@ -40,6 +40,8 @@ tp_status_t *tp_eager_init(const char *plugin_path, const char *cache_dir, size_
 /* Borrowed; NULL before a successful init. */
 tp_client_t *tp_eager_client(void);
 tp_exec_cache_t *tp_eager_cache(void);
+/* A StableHLO builder tuned for the client's backend (tp_hlo_builder_set_xla_cpu); caller owns. */
+tp_status_t *tp_eager_builder_create(tp_hlo_builder_t **out_builder);
 /* Every op waits for completion (errors point at the op that caused them). */
 void tp_eager_set_blocking(int blocking);
 

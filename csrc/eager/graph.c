@@ -211,7 +211,7 @@ typedef struct {
 static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gslot_t *slots,
                           int n_slots, const int *input_slot, char **out_text) {
   tp_hlo_builder_t *b = NULL;
-  TP_RETURN_IF_ERROR(tp_hlo_builder_create(&b));
+  TP_RETURN_IF_ERROR(tp_eager_builder_create(&b));
   tp_hlo_value_t *val = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *params = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *keys = calloc((size_t)(g->n_random > 0 ? g->n_random : 1), sizeof(tp_hlo_value_t));

@@ -28,6 +28,7 @@ struct tp_hlo_builder {
   int n_loops;
   bool has_check; /* |check| holds the OR of the values given to tp_hlo_check */
   tp_hlo_value_t check;
+  bool xla_cpu; /* tp_hlo_builder_set_xla_cpu */
 };
 
 static void sb_vappend(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, va_list ap) {
@@ -68,6 +69,8 @@ tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder) {
   *out_builder = b;
   return NULL;
 }
+
+void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on) { b->xla_cpu = on; }
 
 void tp_hlo_builder_free(tp_hlo_builder_t *b) {
   if (!b) return;
@@ -628,12 +631,34 @@ tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value
   int nd = 0;
   for (int i = 0; i < x.ndim; i++)
     if (!contains(dims, n_dims, i)) odims[nd++] = x.dims[i];
-  tp_hlo_value_t v = new_value(b, x.dtype, nd, odims);
+  /* Adjacent dims that are both reduced (or both kept) merge into one, a free reshape: XLA's CPU
+   * backend reduces [8,32,256] over {0,1} element by element, but [256,256] over {0} a vector
+   * at a time (measured 45 us against 5). A fused producer would bring the slow form back, so
+   * on that backend the input of a reduction that keeps the innermost dim is materialized. */
+  int64_t mdims[TP_MAX_DIMS] = {0}, mred[TP_MAX_DIMS] = {0};
+  int m = 0, n_mred = 0;
+  for (int i = 0; i < x.ndim; i++) {
+    bool red = contains(dims, n_dims, i);
+    if (i > 0 && red == contains(dims, n_dims, i - 1)) {
+      mdims[m - 1] *= x.dims[i];
+      continue;
+    }
+    if (red) mred[n_mred++] = m;
+    mdims[m++] = x.dims[i];
+  }
+  if (b->xla_cpu && mred[n_mred - 1] != m - 1)
+    x = unary_generic(b, "stablehlo.optimization_barrier", x, x.dtype, x.ndim, x.dims);
+  x = tp_hlo_reshape(b, x, m, mdims);
+  int64_t kdims[TP_MAX_DIMS];
+  int nk = 0;
+  for (int i = 0; i < m; i++)
+    if (!contains(mred, n_mred, i)) kdims[nk++] = mdims[i];
+  tp_hlo_value_t v = new_value(b, x.dtype, nk, kdims);
   EMIT("    %%v%d = \"stablehlo.reduce\"(%%v%d, %%v%d) ({\n", v.id, x.id, init.id);
   emit_scalar_region(b, x.dtype, (int)op);
-  EMIT("    }) {dimensions = %s} : (%s, %s) -> %s\n", i64_array(dims, n_dims, 0).s, ty(&x).s,
+  EMIT("    }) {dimensions = %s} : (%s, %s) -> %s\n", i64_array(mred, n_mred, 0).s, ty(&x).s,
        ty(&init).s, ty(&v).s);
-  return v;
+  return tp_hlo_reshape(b, v, nd, odims);
 }
 
 tp_hlo_value_t tp_hlo_reduce_window(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t init,

@@ -50,6 +50,11 @@ typedef enum { TP_CMP_EQ, TP_CMP_NE, TP_CMP_LT, TP_CMP_LE, TP_CMP_GT, TP_CMP_GE 
 /* Creates an empty builder; caller owns it. */
 tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder);
 void tp_hlo_builder_free(tp_hlo_builder_t *b);
+/* Tunes emission for XLA's CPU code generator (the client's platform is "cpu"). That generator
+ * reduces leading dims inside a fusion one element at a time, so a reduction that keeps the
+ * innermost dim gets its input materialized first (an optimization barrier) and runs a vector at
+ * a time. Other backends fuse such reductions well and keep the plain form. */
+void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on);
 /* Sets the builder's sticky error (keeps the first). Emitters use it for their own checks. */
 void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status);
 bool tp_hlo_ok(const tp_hlo_builder_t *b);
