@@ -715,10 +715,9 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
       st = tp_eager_scalar_buffer(device < 0 ? 0 : device, &args[i].arg, &inputs[n_in++]);
   void *results[MAX_STORAGES + 1] = {NULL};
   /* An output past the storages' is the program's index check (see build_program). */
-  int check = p.n_outputs < tp_executable_num_outputs(exe) ? p.n_outputs : -1;
   if (!st)
     st = tp_executable_execute(exe, device < 0 ? 0 : device, inputs, (size_t)n_in, NULL, 0,
-                               results, d->name, g.blocking, check);
+                               results, d->name, g.blocking, p.n_outputs);
   tp_executable_release(exe);
   if (st) {
     /* A failed execution may already have consumed donated buffers: forget them rather than

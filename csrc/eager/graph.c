@@ -360,8 +360,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     }
     if (!st)
       st = tp_executable_execute(exe, device, args, (size_t)n_args, NULL, 0, results, "graph",
-                                 tp_eager_blocking(),
-                                 g->n_outputs < tp_executable_num_outputs(exe) ? g->n_outputs : -1);
+                                 tp_eager_blocking(), g->n_outputs);
     for (int k = 0; k < g->n_outputs; k++) {
       if (!results[k]) continue;
       const tp_meta_t *m = &g->values[g->outputs[k]];

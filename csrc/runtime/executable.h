@@ -32,9 +32,10 @@ int tp_executable_num_outputs(const tp_executable_t *exe);
  * |non_donatable| may be donated, i.e. dead afterwards when the program aliases them). Fills
  * |out_buffers| (num_outputs entries, caller owns). Returns once enqueued; a failure that happens
  * later surfaces at the next tp_client_synchronize, attributed to |op_name| (a static string).
- * With |blocking| set, waits for completion and returns its error here. Output |check_output|
- * (-1: none) is the program's check flag (tp_hlo_check_flag): the client takes it (its
- * out_buffers entry becomes NULL) and reports IndexError the same way when it is set. */
+ * With |blocking| set, waits for completion and returns its error here. An output at index
+ * |check_output| (-1, or the program has no output there: none) is the program's check flag
+ * (tp_hlo_check_flag, appended after the data outputs): the client takes it (its out_buffers
+ * entry becomes NULL) and reports IndexError the same way when it is set. */
 tp_status_t *tp_executable_execute(tp_executable_t *exe, int device, void *const *args,
                                    size_t n_args, const int64_t *non_donatable,
                                    size_t n_non_donatable, void **out_buffers,
