@@ -9,7 +9,7 @@ C_HDR := $(wildcard csrc/*/*.h csrc/*/*.def)
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
 
-.PHONY: setup build demo test test-c test-python bench compat-ops compat-models clean
+.PHONY: setup build demo test test-c test-python bench compat-ops compat-modules compat-models clean
 
 setup: $(VENV)/.installed
 
@@ -47,9 +47,18 @@ bench: build
 	$(PY) bench/ops.py
 
 # The full OpInfo sweep (long: run it in shards with --shard i/n and `compat merge` to split it);
-# regenerates COMPAT.md and compat/ops.json. COMPAT_ARGS=--quick runs the CI-sized subset.
+# regenerates COMPAT.md and compat/ops.json, plus compat/nonfinite.json (NaN/inf inputs) and
+# compat/error_inputs.json (arguments that must raise). COMPAT_ARGS=--quick runs the CI-sized
+# subset; COMPAT_ARGS="--tiers clean" the clean samples alone.
 compat-ops: build
 	$(PY) -m torch_pjrt.compat ops $(COMPAT_ARGS)
+
+# PyTorch's ModuleInfo database: every nn.Module class it describes, built on CPU, deep-copied to
+# tpu, forward and backward compared; writes compat/modules.json and COMPAT.md's Modules section
+# (some 30-40 minutes on two cores; --modules nn.LSTM,... for a few).
+COMPAT_MODULES_ARGS ?= --jobs 1
+compat-modules: build
+	$(PY) -m torch_pjrt.compat modules $(COMPAT_MODULES_ARGS)
 
 # The model harness: every Transformers architecture (tiny configs), torchvision's and timm's
 # classification models, CPU vs tpu; writes compat/models.json and COMPAT.md's Models section.
@@ -67,7 +76,7 @@ clean:
 # in our code fails the run; tests/c/lsan.supp may only hold the PJRT plugin's own allocations.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 C_TESTS_ASAN := $(patsubst tests/c/%.c,build/asan/%,$(wildcard tests/c/*_test.c))
-ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1 \
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:max_free_fill_size=4096:abort_on_error=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/c/lsan.supp:print_suppressions=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 

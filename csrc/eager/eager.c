@@ -113,7 +113,11 @@ static struct {
   tp_dtype_t dtype;
   uint64_t bits[2]; /* the value's bytes (16: complex128) */
   void *buffer;
+  uint64_t call;    /* the last call (tp_eager_scalar_buffer's |call|) that took this buffer */
 } g_scalars[SCALAR_CACHE];
+static uint64_t g_calls; /* under g_lock */
+
+uint64_t tp_eager_next_call(void) { return ++g_calls; }
 
 /* Host bytes of scalar |a| in |dtype|. */
 static void scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *out) {
@@ -175,7 +179,9 @@ tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t
   return tp_hlo_constant_i(b, dt, v);
 }
 
-tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out) {
+tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, uint64_t call, void **out,
+                                    void **out_owned) {
+  *out_owned = NULL;
   unsigned char bytes[16];
   tp_dtype_t dt = a->scalar_dtype;
   scalar_bytes(a, dt, bytes);
@@ -185,20 +191,28 @@ tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out
                   SCALAR_CACHE;
   if (g_scalars[slot].buffer && g_scalars[slot].device == device && g_scalars[slot].dtype == dt &&
       g_scalars[slot].bits[0] == bits[0] && g_scalars[slot].bits[1] == bits[1]) {
+    g_scalars[slot].call = call;
     *out = g_scalars[slot].buffer;
     return NULL;
   }
   void *buf = NULL;
   TP_RETURN_IF_ERROR(tp_buffer_from_host(g.client, device, bytes, dt, 0, NULL, &buf));
-  /* The evicted buffer may still feed an enqueued program; PJRT keeps its memory alive until
-   * that use completes. */
+  *out = buf;
+  /* Another argument of this call holds the slot's buffer: evicting it now would hand the
+   * program a destroyed buffer. This value gets a buffer of its own, the caller's to destroy. */
+  if (g_scalars[slot].buffer && g_scalars[slot].call == call) {
+    *out_owned = buf;
+    return NULL;
+  }
+  /* An evicted buffer may still feed an enqueued program: PJRT frees its memory only once
+   * that use completes (PJRT_Buffer_Destroy acts as PJRT_Buffer_Delete). */
   if (g_scalars[slot].buffer) tp_buffer_destroy(g.client, g_scalars[slot].buffer);
   g_scalars[slot].device = device;
   g_scalars[slot].dtype = dt;
   g_scalars[slot].bits[0] = bits[0];
   g_scalars[slot].bits[1] = bits[1];
   g_scalars[slot].buffer = buf;
-  *out = buf;
+  g_scalars[slot].call = call;
   return NULL;
 }
 
@@ -710,15 +724,22 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   for (int i = 0; i < p.n_slots; i++)
     if (p.slots[i].param >= 0) inputs[n_in++] = p.slots[i].storage->buffer;
   tp_status_t *st = NULL;
+  uint64_t call = tp_eager_next_call();
+  void *owned[TP_MAX_ARGS];
+  int n_owned = 0;
   for (int i = 0; i < n_args && !st; i++)
-    if (args[i].arg.kind == TP_ARG_SCALAR)
-      st = tp_eager_scalar_buffer(device < 0 ? 0 : device, &args[i].arg, &inputs[n_in++]);
+    if (args[i].arg.kind == TP_ARG_SCALAR) {
+      st = tp_eager_scalar_buffer(device < 0 ? 0 : device, &args[i].arg, call, &inputs[n_in++],
+                                  &owned[n_owned]);
+      if (!st && owned[n_owned]) n_owned++;
+    }
   void *results[MAX_STORAGES + 1] = {NULL};
   /* An output past the storages' is the program's index check (see build_program). */
   if (!st)
     st = tp_executable_execute(exe, device < 0 ? 0 : device, inputs, (size_t)n_in, NULL, 0,
                                results, d->name, g.blocking, p.n_outputs);
   tp_executable_release(exe);
+  for (int i = 0; i < n_owned; i++) tp_buffer_destroy(g.client, owned[i]);
   if (st) {
     /* A failed execution may already have consumed donated buffers: forget them rather than
      * leave a storage pointing at a dead buffer. */

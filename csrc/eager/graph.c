@@ -265,7 +265,8 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
   int *input_slot = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(int));
   void **args = calloc((size_t)(n_in + g->n_random + 1), sizeof(void *));
   void **results = calloc((size_t)(g->n_outputs + 1), sizeof(void *));
-  tp_status_t *st = (slots && input_slot && args && results) ? NULL : oom();
+  void **owned = calloc((size_t)(g->n_random + 1), sizeof(void *)); /* see tp_eager_scalar_buffer */
+  tp_status_t *st = (slots && input_slot && args && results && owned) ? NULL : oom();
   int n_slots = 0, n_params = 0;
   /* Storages become parameters once each, however many inputs view them. */
   for (int i = 0; i < n_in && !st; i++) {
@@ -350,17 +351,21 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     int n_args = 0;
     for (int s = 0; s < n_slots; s++)
       if (slots[s].param >= 0) args[n_args++] = slots[s].storage->buffer;
+    uint64_t call = tp_eager_next_call();
+    int n_owned = 0;
     for (int r = 0; r < g->n_random && !st; r++) {
       tp_op_arg_t a;
       memset(&a, 0, sizeof(a));
       a.kind = TP_ARG_SCALAR;
       a.meta.dtype = a.scalar_dtype = TP_DTYPE_I64;
       a.i = keys[r];
-      st = tp_eager_scalar_buffer(device, &a, &args[n_args++]);
+      st = tp_eager_scalar_buffer(device, &a, call, &args[n_args++], &owned[n_owned]);
+      if (!st && owned[n_owned]) n_owned++;
     }
     if (!st)
       st = tp_executable_execute(exe, device, args, (size_t)n_args, NULL, 0, results, "graph",
                                  tp_eager_blocking(), g->n_outputs);
+    for (int i = 0; i < n_owned; i++) tp_buffer_destroy(client, owned[i]);
     for (int k = 0; k < g->n_outputs; k++) {
       if (!results[k]) continue;
       const tp_meta_t *m = &g->values[g->outputs[k]];
@@ -370,7 +375,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     }
   }
   if (exe) tp_executable_release(exe);
-  free(slots), free(input_slot), free(args), free(results);
+  free(slots), free(input_slot), free(args), free(results), free(owned);
   return st;
 }
 

@@ -26,8 +26,14 @@ tp_hlo_value_t tp_program_read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const
 
 /* Scalar |a| as a program constant of a->scalar_dtype (converted as a scalar input would be). */
 tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t *a);
-/* A device buffer holding scalar |a| as a->scalar_dtype (cached by value; borrowed). */
-tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, void **out);
+/* A fresh id for one execution's scalar inputs (under the executor lock). */
+uint64_t tp_eager_next_call(void);
+/* A device buffer holding scalar |a| as a->scalar_dtype, for the execution |call|
+ * (tp_eager_next_call). Cached by value and borrowed, except when an earlier scalar of the same
+ * call holds the cache slot: then the buffer is also returned in *out_owned (else NULL) and the
+ * caller destroys it after enqueuing the execution. Under the executor lock. */
+tp_status_t *tp_eager_scalar_buffer(int device, const tp_op_arg_t *a, uint64_t call, void **out,
+                                    void **out_owned);
 
 /* Appends to a program key, through |put|, the kind of argument |a| and what of it shapes the
  * program: the dtypes of a scalar (its value too if |scalar_value|), an int, float, string or int

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE, child_env, run_json
+from tpu_helpers import DEVICE, child_env, run_json, run_python
 
 # ---------------------------------------------------------------- memory and long runs
 
@@ -336,3 +336,88 @@ def test_out_of_range_index_in_a_compiled_graph_raises_at_the_next_sync():
     with pytest.raises(IndexError, match="index out of range"):
         f(torch.tensor([1, 10], device="tpu")).item()
     assert f(torch.tensor([1, 9], device="tpu")).item() == good  # same program, no error now
+
+
+# ---------------------------------------------------------------- many shapes, values and models
+
+# The script a user ran (a transformer layer over 64 sequence lengths, then a tiny Llama's
+# generate): it died with SIGSEGV inside PJRT's execute. Two scalar arguments of one call that
+# hash to the same slot of the scalar-buffer cache made the second evict the first's buffer
+# before the program ran.
+USER_SCRIPT = r"""
+import torch
+layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+torch.backends.mha.set_fastpath_enabled(False)
+with torch.no_grad():
+    for n in range(1, 65): layer(torch.ones(2, n, 32) * 0.1)          # on CPU
+layer = layer.to("tpu")
+with torch.no_grad():
+    for n in range(1, 65): y = layer(torch.ones(2, n, 32, device="tpu") * 0.1)
+float(y.sum().cpu())
+from transformers import LlamaConfig, LlamaForCausalLM
+cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256)
+lm = LlamaForCausalLM(cfg).eval().to("tpu")
+ids = torch.arange(8, device="tpu").unsqueeze(0) % 128
+out = lm.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+print(out.shape[1])
+"""
+
+
+def test_user_script_with_many_shapes_then_generate_runs_to_the_end():
+    p = run_python(USER_SCRIPT, timeout=900, TORCH_PJRT_CACHE_DIR="0")
+    assert p.returncode == 0, f"rc {p.returncode}:\n{p.stderr[-3000:]}"
+    assert p.stdout.split()[-1] == "16"
+
+
+def test_two_scalars_of_one_call_sharing_a_cache_slot_keep_their_values():
+    # 3000 (lo, hi) pairs from a grid of 1/8: with 512 slots, dozens of pairs share one.
+    x = torch.linspace(-300, 300, 97)
+    xd = x.to(DEVICE)
+    g = torch.Generator().manual_seed(0)
+    lo = torch.randint(-2400, 2400, (3000,), generator=g) / 8
+    hi = lo + torch.randint(0, 2400, (3000,), generator=g) / 8
+    got = [torch.clamp(xd, a, b) for a, b in zip(lo.tolist(), hi.tolist())]
+    bad = [(a, b) for a, b, r in zip(lo.tolist(), hi.tolist(), got)
+           if not torch.equal(r.cpu(), torch.clamp(x, a, b))]
+    assert not bad, f"{len(bad)} of 3000 pairs wrong, first {bad[:3]}"
+
+
+# One process mixing shapes, scalar values and models with an executable cache small enough to
+# evict all the time, every result checked against CPU.
+STRESS_CHILD = r"""
+import copy, json, random, sys, torch, torch_pjrt
+torch.manual_seed(0)
+random.seed(0)
+torch.backends.mha.set_fastpath_enabled(False)
+layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True).eval()
+conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                           torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1)).eval()
+mods = [(m, copy.deepcopy(m).to("tpu")) for m in (layer, conv)]
+bad = []
+with torch.no_grad():
+    for it in range(24):
+        n = random.randint(1, 24)
+        x = torch.randn(2, n, 16)
+        got, want = mods[0][1](x.to("tpu")).cpu(), mods[0][0](x)
+        if not torch.allclose(got, want, rtol=1e-4, atol=1e-4): bad.append(("layer", n))
+        img = torch.randn(1, 3, n + 2, 5)
+        got, want = mods[1][1](img.to("tpu")).cpu(), mods[1][0](img)
+        if not torch.allclose(got, want, rtol=1e-4, atol=1e-4): bad.append(("conv", n))
+        lo = random.randint(-80, 80) / 8; hi = lo + random.randint(0, 80) / 8
+        a = random.randint(-50, 50) / 4
+        t = torch.randn(n, 3)
+        got = (torch.clamp(t.to("tpu"), lo, hi) * a + torch.arange(lo, lo + 3 * 0.5, 0.5, device="tpu")).cpu()
+        want = torch.clamp(t, lo, hi) * a + torch.arange(lo, lo + 3 * 0.5, 0.5)
+        if not torch.allclose(got, want, rtol=1e-5, atol=1e-5): bad.append(("scalars", n, lo, hi, a))
+s = torch_pjrt.stats()
+print(json.dumps({"bad": bad[:5], "n_bad": len(bad), "compiles": s["compiles"],
+                  "cached": s["cached_executables"]}))
+"""
+
+
+def test_mixed_shapes_values_and_models_under_cache_eviction():
+    out, _ = run_json(STRESS_CHILD, timeout=900, TORCH_PJRT_CACHE_DIR="0",
+                      TORCH_PJRT_CACHE_CAPACITY=32)
+    assert out["n_bad"] == 0, out
+    assert out["cached"] <= 32 and out["compiles"] > 100, out
