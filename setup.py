@@ -3,6 +3,7 @@ thin C++ PrivateUse1 glue (csrc/torch) compiled against the installed torch. The
 from the installed plugin package (xla-cpu-pjrt)."""
 import glob
 import os
+import shutil
 
 from setuptools import setup
 
@@ -38,6 +39,18 @@ def extensions():
             for ext in self.extensions:
                 ext.extra_objects = objects
             super().build_extensions()
+
+        def copy_file(self, src, dst, *args, **kwargs):
+            """Replaces the in-place library atomically: a process that has the old one loaded
+            (a test, a second terminal) keeps its mapping, where copying over the file would
+            truncate it under that process and crash it."""
+            if not dst.endswith(".so"):
+                return super().copy_file(src, dst, *args, **kwargs)
+            tmp = f"{dst}.{os.getpid()}.tmp"
+            shutil.copyfile(src, tmp)
+            shutil.copymode(src, tmp)
+            os.replace(tmp, dst)
+            return dst, 1
 
     ext = CppExtension(
         "torch_pjrt._C",
