@@ -1,8 +1,10 @@
 """Op compatibility sweep: PyTorch's OpInfo database run on the "tpu" device against the CPU oracle.
 
     python -m torch_pjrt.compat ops [--quick] [--shard i/n] [--ops NAME,...] [--dtypes float32,...]
-                                    [--samples N] [--timeout S] [--jobs N] [--out DIR] [--md PATH]
+                                    [--tiers clean,nonfinite,error_inputs] [--samples N]
+                                    [--timeout S] [--jobs N] [--out DIR] [--md PATH]
     python -m torch_pjrt.compat merge [--out DIR] [--md PATH]
+    python -m torch_pjrt.compat modules ...  (ModuleInfo sweep: see compat_modules.py)
     python -m torch_pjrt.compat models ...   (the model harness: see compat_models.py)
 
 For every OpInfo, every dtype it supports on CPU and each of its first sample inputs, a case is one
@@ -17,11 +19,28 @@ shape). Each case ends as:
     fail         mismatch or exception on tpu (first line of the reason), or a crash / timeout
     cpu-invalid  the CPU call itself raised: the case is recorded but not counted
 
+Those are the "clean" tier. Two more tiers run the same OpInfos on inputs PyTorch's own tests
+use to probe edge behaviour:
+
+    nonfinite     each floating sample with NaN (variant `nan`), +inf (`posinf`), -inf
+                  (`neginf`), or all three (`mixed`: NaN, +inf, -inf in turn, shifted by one for
+                  each further tensor so that binary ops see NaN against inf) written into every
+                  floating tensor input at fixed positions (the first, middle and last element in
+                  flat order), the same on both sides; the plain call, compared as above
+                  (equal_nan).
+    error_inputs  the OpInfo's own error inputs (`error_inputs_func`), once per op whatever the
+                  dtypes asked for, recorded under the dtype of their first tensor; variant
+                  `error`. The CPU call must raise (else cpu-invalid); the tpu call passes when
+                  it raises an instance of the CPU exception's type, and fails when it returns,
+                  raises another type, crashes or hangs. Calls that involve no tpu tensor or
+                  device (all-Python arguments) are not run.
+
 The cases run in child processes (`worker`) that stream JSON lines back; a child that crashes or
-hangs costs only its current case, and a new child resumes after it. Results go to DIR/ops.json
-(or DIR/ops.shard-i-of-n.json with --shard; `merge` combines the shards) and to COMPAT.md.
-COMPAT.md is rendered from DIR/ops.json and, when present, DIR/models.json (its "Models"
-section), so either sweep rewrites it without losing the other's results.
+hangs costs only its current case, and a new child resumes after it. The same driver runs the
+ModuleInfo sweep (compat_modules.py). Results go to DIR/<tier>.json (ops.json for the clean tier,
+nonfinite.json, error_inputs.json, modules.json; DIR/<tier>.shard-i-of-n.json with --shard,
+which `merge` combines) and to COMPAT.md. COMPAT.md is rendered from whichever of those files
+and DIR/models.json exist, so each sweep rewrites it without losing the others' results.
 """
 import argparse
 import collections
@@ -40,6 +59,19 @@ import torch
 
 DTYPES = ["float32", "bfloat16", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"]
 VARIANTS = ["function", "noncontiguous", "inplace", "out", "backward"]
+FLOATING = ["float32", "bfloat16", "float16", "float64"]
+# Values the nonfinite tier writes into floating inputs, by variant name: the k-th floating tensor
+# gets values[(j + k) % len(values)] at its j-th position, so "mixed" pairs NaN with +inf, +inf
+# with -inf and -inf with NaN across the tensors of a binary op.
+_NAN, _INF = float("nan"), float("inf")
+NONFINITE = {"nan": (_NAN,), "posinf": (_INF,), "neginf": (-_INF,), "mixed": (_NAN, _INF, -_INF)}
+ERROR_VARIANT = "error"
+CLEAN_FAILS = "the clean sample fails too: "  # prefixes a nonfinite failure that is not NaN/inf's
+# Tiers of the op sweep, and the JSON file (in DIR) each writes; "modules" is compat_modules.py's.
+TIERS = ("clean", "nonfinite", "error_inputs")
+MODULE_VARIANTS = ["train.forward", "train.backward", "eval.forward", "eval.backward"]
+ALL_VARIANTS = VARIANTS + list(NONFINITE) + [ERROR_VARIANT] + MODULE_VARIANTS
+TIER_FILES = {"clean": "ops", "nonfinite": "nonfinite", "error_inputs": "error_inputs", "modules": "modules"}
 COUNTED = ("native", "fallback", "fail")
 QUICK_OPS = [
     "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "tanh",
@@ -188,9 +220,15 @@ def host_tensors(op, dtype, count):
     OpInfo makes on CPU whatever device it is asked for, as tensor_split's indices: those stay on
     CPU on the device side too, as they do when PyTorch tests CUDA. Found by making the samples on
     the meta device; empty sets when that fails or the samples differ in structure."""
+    return _host_positions(lambda: itertools.islice(op.sample_inputs("meta", dtype, requires_grad=False), count),
+                           count)
+
+
+def _host_positions(make_meta_samples, count):
+    """host_tensors for any source of samples: `make_meta_samples()` makes them on meta."""
     try:
         torch.manual_seed(0)
-        made = list(itertools.islice(op.sample_inputs("meta", dtype, requires_grad=False), count))
+        made = list(make_meta_samples())[:count]
     except Exception:
         return [frozenset()] * count
     return [frozenset(i for i, t in enumerate(_tensors((s.input, s.args, s.kwargs))) if t.device.type == "cpu")
@@ -294,9 +332,10 @@ def reason_of(exc):
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset()):
+def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=True):
     """One case: CPU oracle, then tpu. Returns (status, reason, fallback op names, cpu result),
-    or None when the variant does not apply."""
+    or None when the variant does not apply. `known`: label mismatches with KNOWN_CAUSES (traced
+    on clean samples only)."""
     import torch_pjrt
     try:
         torch.manual_seed(seed)
@@ -315,7 +354,7 @@ def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset()):
         compare(actual, _tree_map(torch.Tensor.detach, expected), tolerance(op, dtype), values_comparable(op))
     except Exception as e:
         fallbacks = fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
-        cause = known_cause(op_name(op), str(dtype).replace("torch.", ""), variant)
+        cause = known and known_cause(op_name(op), str(dtype).replace("torch.", ""), variant)
         if cause and isinstance(e, AssertionError):
             return "fail", f"known: {cause}; {reason_of(e)}"[:400], fallbacks, expected
         return "fail", reason_of(e), fallbacks, expected
@@ -327,58 +366,281 @@ def case_id(name, dtype, index, variant):
     return f"{name}|{dtype}|{index}|{variant}"
 
 
+# ----------------------------------------------------------------------------- non-finite inputs
+
+def nonfinite_positions(shape):
+    """The flat positions the nonfinite tier writes: first, middle and last element."""
+    n = 1
+    for size in shape:
+        n *= size
+    return sorted({0, n // 2, n - 1}) if n else []
+
+
+def inject_nonfinite(sample, values):
+    """A copy of `sample` (input, args, kwargs) whose floating tensors hold `values` at
+    nonfinite_positions (rotated by one per tensor, see NONFINITE), or None when it has no
+    non-empty floating tensor."""
+    import types
+    hit = []
+
+    def put(t):
+        if not t.is_floating_point() or t.numel() == 0:
+            return t
+        t = t.detach().clone()
+        for j, pos in enumerate(nonfinite_positions(t.shape)):
+            index = []
+            for size in reversed(t.shape):
+                index.append(pos % size)
+                pos //= size
+            t[tuple(reversed(index))] = values[(j + len(hit)) % len(values)]
+        hit.append(t)
+        return t
+
+    args = _tree_map(put, (sample.input, sample.args, sample.kwargs))
+    if not hit:
+        return None
+    return types.SimpleNamespace(input=args[0], args=args[1], kwargs=args[2],
+                                 output_process_fn_grad=sample.output_process_fn_grad)
+
+
+# ----------------------------------------------------------------------------- error inputs
+
+def error_input_dtype(sample):
+    """The dtype an error input is recorded under: its first tensor's, else its `dtype`
+    argument's, else "none"."""
+    tensors = _tensors((sample.input, sample.args, sample.kwargs))
+    dtype = tensors[0].dtype if tensors else sample.kwargs.get("dtype")
+    return str(dtype).replace("torch.", "") if isinstance(dtype, torch.dtype) else "none"
+
+
+def error_side(sample, device, on_host=frozenset()):
+    """One side's (input, args, kwargs) of an error input. The CPU side is a deep copy; on the
+    device side each CPU tensor is copied to `device` (those at `on_host` stay on CPU, tensors
+    on other devices such as meta stay where they are) with its layout: tensors that share a
+    storage still share one and an expanded tensor still overlaps itself (an `out=` aliasing its
+    input is the error some inputs probe); requires_grad is kept, and the device arguments name
+    `device`. None when nothing in the call would touch `device`."""
+    import copy
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+    tree = copy.deepcopy((sample.input, sample.args, sample.kwargs))
+    if device == "cpu":
+        return tree
+    leaves, spec = tree_flatten(tree)
+    positions = [i for i, t in enumerate(leaves) if isinstance(t, torch.Tensor)]
+    groups = collections.defaultdict(list)  # storage -> positions of the tensors that share it
+    for k, i in enumerate(positions):
+        t = leaves[i]
+        if t.device.type == "cpu" and k not in on_host and t.numel():
+            groups[t.untyped_storage().data_ptr()].append(i)
+    shared = [g for g in groups.values() if (len(g) > 1 or not _plain(leaves[g[0]]))
+              and len({leaves[j].dtype for j in g}) == 1 and not any(leaves[j].requires_grad for j in g)]
+    grouped = {j for g in shared for j in g}
+    touches = bool(shared)
+    for k, i in enumerate(positions):
+        t = leaves[i]
+        if t.device.type != "cpu" or k in on_host or i in grouped:
+            continue
+        moved = t.detach().to(device)
+        leaves[i] = moved.requires_grad_() if t.requires_grad else moved
+        touches = True
+    for members in shared:
+        first = leaves[members[0]]
+        base = torch.empty(0, dtype=first.dtype).set_(first.untyped_storage()).to(device)  # the whole storage
+        for j in members:
+            t = leaves[j]
+            leaves[j] = base.as_strided(t.shape, t.stride(), t.storage_offset())
+    input, args, kwargs = tree_unflatten(leaves, spec)
+    if kwargs.get("device") is not None and str(kwargs["device"]) == "cpu":
+        kwargs["device"], touches = device, True
+    named = [device if isinstance(a, (str, torch.device)) and str(a) == "cpu" else a for a in args]
+    touches = touches or any(a is not b for a, b in zip(named, args))
+    return (input, tuple(named), kwargs) if touches else None
+
+
+def _plain(t):
+    """Whether copying `t` with .to() keeps its layout: it alone fills its storage, densely."""
+    if t.storage_offset() or t.untyped_storage().nbytes() != t.numel() * t.element_size():
+        return False
+    expected = 1  # dense and non-overlapping: each stride, smallest first, spans the dims below
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def run_error_case(op, sample, seed, on_host=frozenset()):
+    """One error input: CPU must raise; tpu must raise an instance of CPU's exception type.
+    Returns (status, reason, fallback op names), or None when the call touches no tpu tensor."""
+    import torch_pjrt
+    try:
+        torch.manual_seed(seed)
+        x, args, kwargs = error_side(sample, "cpu")
+        op(x, *args, **kwargs)
+    except Exception as e:
+        expected = e
+    else:
+        return "cpu-invalid", "the CPU call did not raise", []
+    try:
+        side = error_side(sample, "tpu", on_host)
+    except Exception as e:
+        return "fail", "the inputs could not be copied to tpu: " + reason_of(e), []
+    if side is None:
+        return None
+    x, args, kwargs = side
+    torch.manual_seed(seed)
+    torch_pjrt.reset_stats()
+    try:
+        result = op(x, *args, **kwargs)
+        _tree_map(lambda t: t.cpu(), result)  # errors found on the device surface at a sync
+    except Exception as e:
+        fallbacks = sorted(torch_pjrt.stats()["fallbacks"])
+        if isinstance(e, type(expected)):
+            return ("fallback" if fallbacks else "native"), f"raised {type(e).__name__}", fallbacks
+        return "fail", f"raised {reason_of(e)}; CPU raised {reason_of(expected)}"[:400], fallbacks
+    fallbacks = sorted(torch_pjrt.stats()["fallbacks"])
+    return "fail", f"returned without raising; CPU raised {reason_of(expected)}"[:400], fallbacks
+
+
+# ----------------------------------------------------------------------------- cases per tier
+# Each yields the records of one op; `begin(case id)` announces a case to the driver and returns
+# False when the case is to be skipped (it crashed or hung a previous child).
+
+def _samples(op, dtype, count):
+    torch.manual_seed(0)
+    return list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False), count))
+
+
+def _supported(op, dtype_names):
+    supported = op.supported_dtypes("cpu")
+    return [(d, getattr(torch, d)) for d in dtype_names if getattr(torch, d) in supported]
+
+
+def clean_cases(op, name, job, begin):
+    for dtype_name, dtype in _supported(op, job["dtypes"]):
+        try:
+            samples = _samples(op, dtype, job["samples"])
+        except Exception as e:
+            yield dict(op=name, variant="*", dtype=dtype_name, sample=-1,
+                       status="cpu-invalid", reason="sample_inputs: " + reason_of(e), fallbacks=[])
+            continue
+        on_host = host_tensors(op, dtype, len(samples))
+        for index, sample in enumerate(samples):
+            ref = None
+            for variant in VARIANTS:
+                cid = case_id(name, dtype_name, index, variant)
+                if not variant_applies(op, variant, dtype):
+                    continue
+                if variant != "function" and ref is None:
+                    break  # the plain call is invalid on CPU (or crashed): nothing else to try
+                if not begin(cid):
+                    continue
+                outcome = run_case(op, variant, sample, dtype, ref, zlib.crc32(cid.encode()), on_host[index])
+                if outcome is None:
+                    continue
+                status, reason, fallbacks, expected = outcome
+                if variant == "function":
+                    ref = expected
+                yield dict(op=name, variant=variant, dtype=dtype_name, sample=index,
+                           status=status, reason=reason, fallbacks=fallbacks)
+
+
+def nonfinite_cases(op, name, job, begin):
+    for dtype_name, dtype in _supported(op, [d for d in job["dtypes"] if d in FLOATING]):
+        try:
+            samples = _samples(op, dtype, job["samples"])
+        except Exception as e:
+            yield dict(op=name, variant="*", dtype=dtype_name, sample=-1,
+                       status="cpu-invalid", reason="sample_inputs: " + reason_of(e), fallbacks=[])
+            continue
+        on_host = host_tensors(op, dtype, len(samples))
+        for index, sample in enumerate(samples):
+            clean = None  # the clean sample's own status, found when a nonfinite case fails
+            for variant, values in NONFINITE.items():
+                injected = inject_nonfinite(sample, values)
+                cid = case_id(name, dtype_name, index, variant)
+                if injected is None or not begin(cid):
+                    continue
+                seed = zlib.crc32(cid.encode())
+                outcome = run_case(op, "function", injected, dtype, None, seed, on_host[index], known=False)
+                if outcome is None:
+                    continue
+                status, reason, fallbacks, _ = outcome
+                if status == "fail":
+                    clean = clean or (run_case(op, "function", sample, dtype, None, seed, on_host[index],
+                                               known=False) or ("",))[0]
+                    if clean == "fail":
+                        reason = CLEAN_FAILS + reason
+                yield dict(op=name, variant=variant, dtype=dtype_name, sample=index,
+                           status=status, reason=reason, fallbacks=fallbacks)
+
+
+def error_inputs_of(op, device="cpu"):
+    """The samples of the OpInfo's error inputs made for `device`, with their expected types."""
+    if op.error_inputs_func is None:
+        return []
+    torch.manual_seed(0)
+    return list(op.error_inputs(device))
+
+
+def error_cases(op, name, job, begin):
+    try:
+        inputs = error_inputs_of(op)
+    except Exception as e:
+        yield dict(op=name, variant=ERROR_VARIANT, dtype="none", sample=-1,
+                   status="cpu-invalid", reason="error_inputs: " + reason_of(e), fallbacks=[])
+        return
+    on_host = _host_positions(lambda: (e.sample_input for e in error_inputs_of(op, "meta")), len(inputs))
+    for index, error_input in enumerate(inputs):
+        sample = error_input.sample_input
+        dtype_name = error_input_dtype(sample)
+        cid = case_id(name, dtype_name, index, ERROR_VARIANT)
+        if not begin(cid):
+            continue
+        outcome = run_error_case(op, sample, zlib.crc32(cid.encode()), on_host[index])
+        if outcome is None:
+            continue
+        status, reason, fallbacks = outcome
+        yield dict(op=name, variant=ERROR_VARIANT, dtype=dtype_name, sample=index,
+                   status=status, reason=reason, fallbacks=fallbacks)
+
+
+def tier_entries(tier):
+    """{name: entry} and the case generator for `tier`."""
+    if tier == "modules":
+        from torch_pjrt import compat_modules
+        return {info.name: info for info in compat_modules.load_module_db()}, compat_modules.module_cases
+    cases = {"clean": clean_cases, "nonfinite": nonfinite_cases, "error_inputs": error_cases}[tier]
+    return {op_name(op): op for op in load_op_db()}, cases
+
+
 # ----------------------------------------------------------------------------- the child process
 
 def worker():
-    """Child process: reads a job {ops, dtypes, samples, skip} as JSON on stdin and writes JSON
-    lines on its (private) stdout: {"ready"}, {"start": id} before each case, {"record": ...}
-    after it, {"done": op} after each op. Anything else printed goes to stderr."""
+    """Child process: reads a job {tier, ops, dtypes, samples, skip} as JSON on stdin and writes
+    JSON lines on its (private) stdout: {"ready"}, {"start": id} before each case, {"record": ...}
+    after it, {"done": op} after each op (or module). Anything else printed goes to stderr."""
     import warnings
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints (Python or C) must not corrupt the protocol
     warnings.simplefilter("ignore")
     job = json.load(sys.stdin)
     skip = set(job["skip"])
-    by_name = {op_name(op): op for op in load_op_db()}
+    by_name, cases = tier_entries(job.get("tier", "clean"))
 
     def emit(**msg):
         proto.write(json.dumps(msg) + "\n")
 
+    def begin(cid):
+        if cid in skip:
+            return False
+        emit(start=cid)
+        return True
+
     emit(ready=True)
     for name in job["ops"]:
-        op = by_name[name]
-        supported = op.supported_dtypes("cpu")
-        for dtype_name in job["dtypes"]:
-            dtype = getattr(torch, dtype_name)
-            if dtype not in supported:
-                continue
-            torch.manual_seed(0)
-            try:
-                samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False),
-                                                job["samples"]))
-            except Exception as e:
-                emit(record=dict(op=name, variant="*", dtype=dtype_name, sample=-1,
-                                 status="cpu-invalid", reason="sample_inputs: " + reason_of(e), fallbacks=[]))
-                continue
-            on_host = host_tensors(op, dtype, len(samples))
-            for index, sample in enumerate(samples):
-                ref = None
-                for variant in VARIANTS:
-                    cid = case_id(name, dtype_name, index, variant)
-                    if cid in skip or not variant_applies(op, variant, dtype):
-                        continue
-                    if variant != "function" and ref is None:
-                        break  # the plain call is invalid on CPU (or crashed): nothing else to try
-                    emit(start=cid)
-                    outcome = run_case(op, variant, sample, dtype, ref, zlib.crc32(cid.encode()),
-                                       on_host[index])
-                    if outcome is None:
-                        continue
-                    status, reason, fallbacks, expected = outcome
-                    if variant == "function":
-                        ref = expected
-                    emit(record=dict(op=name, variant=variant, dtype=dtype_name, sample=index,
-                                     status=status, reason=reason, fallbacks=fallbacks))
+        for record in cases(by_name[name], name, job, begin):
+            emit(record=record)
         emit(done=name)
 
 
@@ -390,13 +652,13 @@ def _read_lines(stream, lines):
     lines.put(None)
 
 
-def _run_child(remaining, dtypes, samples, skip, timeout, on_record, on_op_done):
+def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op_done):
     """One child process over the `remaining` op names (removed as they finish). Returns None when
     it got through them all, else (id of the case it was running or None, "crash ..."/"timeout")."""
     child = subprocess.Popen([sys.executable, "-m", "torch_pjrt.compat", "worker"],
                              env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1"), text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    child.stdin.write(json.dumps(dict(ops=remaining, dtypes=dtypes, samples=samples, skip=skip)))
+    child.stdin.write(json.dumps(dict(tier=tier, ops=remaining, dtypes=dtypes, samples=samples, skip=skip)))
     child.stdin.close()
     lines = queue.Queue()
     threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
@@ -430,13 +692,13 @@ def _run_child(remaining, dtypes, samples, skip, timeout, on_record, on_op_done)
             current = None
 
 
-def drive(ops, dtypes, samples, timeout, on_record, on_op_done):
-    """Runs `ops` (names) in child processes. The case a child crashed or timed out on is recorded
-    as a failure and skipped by the next child; an op that does it too often (or outside a case)
-    is abandoned."""
+def drive(ops, dtypes, samples, timeout, on_record, on_op_done, tier="clean"):
+    """Runs `ops` (names of the tier's entries: OpInfos, or ModuleInfos for "modules") in child
+    processes. The case a child crashed or timed out on is recorded as a failure and skipped by
+    the next child; an op that does it too often (or outside a case) is abandoned."""
     remaining, skip, crashes = list(ops), [], collections.Counter()
     while remaining:
-        lost = _run_child(remaining, dtypes, samples, skip, timeout, on_record, on_op_done)
+        lost = _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op_done)
         if lost is None:
             break
         current, why = lost
@@ -451,9 +713,9 @@ def drive(ops, dtypes, samples, timeout, on_record, on_op_done):
             skip.append(current)
 
 
-def sweep(ops, dtypes, samples, timeout, jobs):
-    """Runs every op over `jobs` parallel drivers; returns the records in op, dtype, sample,
-    variant order. Prints one progress line per op to stderr."""
+def sweep(ops, dtypes, samples, timeout, jobs, tier="clean"):
+    """Runs every op of `tier` over `jobs` parallel drivers; returns the records in op, dtype,
+    sample, variant order. Prints one progress line per op to stderr."""
     records, lock, started, done = [], threading.Lock(), time.time(), [0]
 
     def on_record(rec):
@@ -465,18 +727,18 @@ def sweep(ops, dtypes, samples, timeout, jobs):
             done[0] += 1
             mine = [r for r in records if r["op"] == name]
             counts = collections.Counter(r["status"] for r in mine)
-            print(f"[{done[0]}/{len(ops)} {time.time() - started:6.1f}s] {name}: "
+            print(f"[{tier} {done[0]}/{len(ops)} {time.time() - started:6.1f}s] {name}: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr, flush=True)
 
     groups = [ops[i::jobs] for i in range(jobs)]
-    threads = [threading.Thread(target=drive, args=(g, dtypes, samples, timeout, on_record, on_op_done))
+    threads = [threading.Thread(target=drive, args=(g, dtypes, samples, timeout, on_record, on_op_done, tier))
                for g in groups if g]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     order = {name: i for i, name in enumerate(ops)}
-    rank = {name: i for i, name in enumerate(DTYPES + VARIANTS)}
+    rank = {name: i for i, name in enumerate(DTYPES + ALL_VARIANTS)}
     records.sort(key=lambda r: (order[r["op"]], rank.get(r["dtype"], -1), r["sample"],
                                 rank.get(r["variant"], -1)))
     return records
@@ -561,26 +823,127 @@ def write_json(path, meta, records):
         f.write(head + ', "cases": [\n' + ",\n".join(json.dumps(r) for r in records) + "\n]}\n")
 
 
-def write_report(meta, records, out_dir, md_path):
-    """Writes out_dir/ops.json and the markdown report."""
-    write_json(os.path.join(out_dir, "ops.json"), meta, records)
+def dtype_order(records):
+    """The dtypes of `records`: DTYPES' order first, then any other (error inputs' complex64, none)."""
+    found = {r["dtype"] for r in records}
+    return [d for d in DTYPES if d in found] + sorted(found - set(DTYPES))
+
+
+def summary_table(records, dtypes, extra=None):
+    """| dtype | cases | native | fallback | fail | rows, plus 'all'. `extra` = (title, test): one
+    more column, the share of the counted cases whose record passes `test`."""
+    head, rule = "| dtype | cases | native | fallback | fail |", "| --- | ---: | ---: | ---: | ---: |"
+    out = [head + (f" {extra[0]} |" if extra else ""), rule + (" ---: |" if extra else "")]
+    for d in dtypes + ["all"]:
+        mine = [r for r in records if d in ("all", r["dtype"]) and r["status"] in COUNTED]
+        counts = collections.Counter(r["status"] for r in mine)
+        n = len(mine)
+        pct = [f"{100 * counts[s] / n:.1f}%" if n else "-" for s in COUNTED]
+        if extra:
+            pct.append(f"{100 * sum(map(extra[1], mine)) / n:.1f}%" if n else "-")
+        out.append(f"| {d} | {n} | " + " | ".join(pct) + " |")
+    return out
+
+
+def reason_kind(reason):
+    """A failure reason without what varies from sample to sample (mismatch counts, indices,
+    finite differences), so the cases of one op that fail the same way group together."""
+    import re
+    text = re.sub(r"Mismatched elements: \d+ / \d+ \([\d.]+%\)", "Mismatched elements: some", reason)
+    text = re.sub(r" at index \([^)]*\)", "", text)
+    text = re.sub(r"difference: [-+\d.e]+ ", "difference: finite ", text)
+    return re.sub(r"\(up to [^)]* allowed\)", "", text).strip()
+
+
+def failure_list(records):
+    """Per failing op (or module), the cases that fail in one way (reason_kind) on one line each:
+    their dtype and variant (xN for N samples), then the first such case's reason."""
+    by_op = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in records:
+        if r["status"] == "fail":
+            by_op[r["op"]][reason_kind(r["reason"])].append(r)
+    out = []
+    for op in sorted(by_op):
+        kinds = by_op[op]
+        n = sum(len(w) for w in kinds.values())
+        out.append(f"- `{op}` ({n} case{'s' if n > 1 else ''})")
+        for cases in kinds.values():
+            where = collections.Counter(f"{r['dtype']} {r['variant']}" for r in cases)
+            shown = ", ".join(f"{w} x{c}" if c > 1 else w for w, c in where.items())
+            out.append(f"  - {shown}: {_md(cases[0]['reason'])}")
+    return out or ["None."]
+
+
+TIER_TEXT = {
+    "nonfinite": ("Non-finite inputs",
+                  "Each floating sample of each OpInfo, with NaN (`nan`), +inf (`posinf`), -inf "
+                  "(`neginf`) or all three in turn (`mixed`, shifted by one per tensor so binary ops "
+                  "meet NaN against inf) written into every floating tensor input at its first, middle "
+                  "and last element, the same on both sides; the plain call compared with the CPU "
+                  "result (NaN equal to NaN, infinities exact). **fail, NaN/inf only**: the failures "
+                  "whose clean sample passes (the others are marked \"the clean sample fails too\")."),
+    "error_inputs": ("Error inputs",
+                     "Each OpInfo's own error inputs (arguments PyTorch's tests expect to raise). The CPU "
+                     "call must raise (else the case is cpu-invalid, not counted); the tpu call passes when "
+                     "it raises an instance of the same exception type, and fails when it returns, raises "
+                     "another type, crashes or hangs. Run once per op, counted under the dtype of the first "
+                     "tensor argument (`none`: no tensor)."),
+}
+
+
+def render_tier(doc):
+    """A COMPAT.md section for one extra tier of the op sweep (nonfinite.json, error_inputs.json)."""
+    records = doc["cases"]
+    title, text = TIER_TEXT[doc["tier"]]
+    fails = sorted({r["op"] for r in records if r["status"] == "fail"})
+    extra = None
+    if doc["tier"] == "nonfinite":
+        extra = ("fail, NaN/inf only", lambda r: r["status"] == "fail" and not r["reason"].startswith(CLEAN_FAILS))
+    out = [f"## {title}", "",
+           "Generated by `" + doc["command"] + "` with torch " + doc["torch"] + ", on " + doc["date"] + ". "
+           + text + f" Details per case: `compat/{TIER_FILES[doc['tier']]}.json`.", "",
+           *summary_table(records, dtype_order(records), extra), "",
+           f"### {title}: failing ops ({len(fails)})", "", *failure_list(records)]
+    fell = collections.Counter(f for r in records if r["status"] == "fallback" for f in r["fallbacks"])
+    if fell:
+        out += ["", "Ops that fell back, by cases: " + ", ".join(f"`{op}` ({n})" for op, n in sorted(fell.items()))]
+    return "\n".join(out) + "\n"
+
+
+def tier_path(out_dir, tier, shard=None):
+    """DIR/<file>.json, or DIR/<file>.shard-i-of-n.json for shard (i, n)."""
+    base = TIER_FILES[tier]
+    return os.path.join(out_dir, f"{base}.shard-{shard[0]}-of-{shard[1]}.json" if shard else f"{base}.json")
+
+
+def write_report(meta, records, out_dir, md_path, tier="clean"):
+    """Writes the tier's JSON in out_dir and the markdown report."""
+    path = tier_path(out_dir, tier)
+    write_json(path, dict(meta, tier=tier) if tier != "clean" else meta, records)
     write_markdown(out_dir, md_path)
-    print(f"wrote {os.path.join(out_dir, 'ops.json')} and {md_path}", file=sys.stderr)
+    print(f"wrote {path} and {md_path}", file=sys.stderr)
 
 
 def write_markdown(out_dir, md_path):
-    """COMPAT.md from out_dir/ops.json and out_dir/models.json, whichever exist."""
+    """COMPAT.md from whichever of out_dir's ops.json, nonfinite.json, error_inputs.json,
+    modules.json and models.json exist, in that order."""
     from torch_pjrt.compat_models import render_models
+    from torch_pjrt.compat_modules import render_modules
     parts = []
-    for name in ("ops.json", "models.json"):
-        path = os.path.join(out_dir, name)
-        if os.path.exists(path):
-            with open(path) as f:
-                doc = json.load(f)
-            if name == "ops.json":
-                parts.append(render({k: v for k, v in doc.items() if k != "cases"}, doc["cases"]))
-            else:
-                parts.append(render_models(doc))
+    for tier in TIERS + ("modules", "models"):
+        path = os.path.join(out_dir, ("models" if tier == "models" else TIER_FILES[tier]) + ".json")
+        if not os.path.exists(path):
+            continue
+        with open(path) as f:
+            doc = json.load(f)
+        if tier == "clean":
+            parts.append(render({k: v for k, v in doc.items() if k != "cases"}, doc["cases"]))
+        elif tier == "modules":
+            parts.append(render_modules(doc))
+        elif tier == "models":
+            parts.append(render_models(doc))
+        else:
+            parts.append(render_tier(doc))
     if parts and not os.path.exists(os.path.join(out_dir, "ops.json")):
         parts.insert(0, "# Compatibility of the tpu device\n")
     with open(md_path, "w") as f:
@@ -588,18 +951,25 @@ def write_markdown(out_dir, md_path):
 
 
 def merge(out_dir, md_path):
-    """Combines out_dir/ops.shard-*-of-*.json into ops.json and the markdown report."""
-    paths = sorted(glob.glob(os.path.join(out_dir, "ops.shard-*-of-*.json")))
-    if not paths:
+    """Combines each tier's out_dir/<file>.shard-*-of-*.json into <file>.json and the markdown."""
+    merged = 0
+    for tier in TIERS + ("modules",):
+        paths = sorted(glob.glob(os.path.join(out_dir, TIER_FILES[tier] + ".shard-*-of-*.json")))
+        if not paths:
+            continue
+        shards = []
+        for p in paths:
+            with open(p) as f:
+                shards.append(json.load(f))
+        meta = {k: v for k, v in shards[0].items() if k not in ("cases", "tier")}
+        meta["command"] = meta["command"].split(" --shard")[0] + " --shard i/n (merged)"
+        if "seconds" in meta:
+            meta["seconds"] = sum(s.get("seconds", 0) for s in shards)
+        records = sorted((r for s in shards for r in s["cases"]), key=lambda r: r["op"])  # stable
+        write_report(meta, records, out_dir, md_path, tier)
+        merged += 1
+    if not merged:
         raise SystemExit(f"no shard files in {out_dir}")
-    shards = []
-    for p in paths:
-        with open(p) as f:
-            shards.append(json.load(f))
-    meta = {k: v for k, v in shards[0].items() if k != "cases"}
-    meta["command"] = meta["command"].split(" --shard")[0] + " --shard i/n (merged)"
-    records = sorted((r for s in shards for r in s["cases"]), key=lambda r: r["op"])  # stable
-    write_report(meta, records, out_dir, md_path)
 
 
 # ----------------------------------------------------------------------------- command line
@@ -613,9 +983,18 @@ def main(argv=None):
     ops_p.add_argument("--ops", help="comma-separated op names (full 'name.variant' or base name)")
     ops_p.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated, from " + ",".join(DTYPES))
     ops_p.add_argument("--samples", type=int, help=f"samples per op and dtype (default {DEFAULT_SAMPLES})")
+    ops_p.add_argument("--tiers", default=",".join(TIERS), help="comma-separated, from " + ",".join(TIERS))
     ops_p.add_argument("--timeout", type=float, default=60, help="seconds one case may take")
     ops_p.add_argument("--jobs", type=int, default=1, help="child processes in parallel")
-    for p in (ops_p, sub.add_parser("merge", help="combine per-shard JSON into ops.json + COMPAT.md")):
+    mod_p = sub.add_parser("modules", help="sweep the ModuleInfo database (nn.Module classes)")
+    mod_p.add_argument("--shard", default="0/1", help="i/n: every n-th module from the i-th (0-based)")
+    mod_p.add_argument("--modules", help="comma-separated module names (nn.LSTM or LSTM)")
+    mod_p.add_argument("--dtypes", default=",".join(FLOATING), help="comma-separated, from " + ",".join(FLOATING))
+    mod_p.add_argument("--samples", type=int,
+                       help=f"module inputs per module, dtype and mode (default {DEFAULT_SAMPLES})")
+    mod_p.add_argument("--timeout", type=float, default=60, help="seconds one case may take")
+    mod_p.add_argument("--jobs", type=int, default=1, help="child processes in parallel")
+    for p in (ops_p, mod_p, sub.add_parser("merge", help="combine per-shard JSON into <tier>.json + COMPAT.md")):
         p.add_argument("--out", default=os.path.join(ROOT, "compat"), help="directory for the JSON")
         p.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"), help="markdown report path")
     models_p = sub.add_parser("models", help="run whole models (Transformers, torchvision, timm)")
@@ -658,26 +1037,39 @@ def main(argv=None):
         return
 
     dtypes = args.dtypes.split(",")
-    unknown = set(dtypes) - set(DTYPES)
+    unknown = set(dtypes) - set(DTYPES if args.cmd == "ops" else FLOATING)
     if unknown:
         parser.error(f"unknown dtypes {sorted(unknown)}")
     i, n = (int(v) for v in args.shard.split("/"))
-    names = args.ops.split(",") if args.ops else None
-    ops = [op_name(op) for op in select_ops(load_op_db(), names, args.quick, (i, n))]
-    if names and not ops:
-        parser.error(f"no OpInfo named {names}")
-    samples = args.samples or (QUICK_SAMPLES if args.quick else DEFAULT_SAMPLES)
-    started = time.time()
-    records = sweep(ops, dtypes, samples, args.timeout, args.jobs)
     command = "python -m torch_pjrt.compat " + " ".join(sys.argv[1:] if argv is None else argv)
-    meta = metadata(command, dtypes, samples)
-    print(f"{len(ops)} ops, {len(records)} cases in {time.time() - started:.0f} s", file=sys.stderr)
-    if n > 1:
-        path = os.path.join(args.out, f"ops.shard-{i}-of-{n}.json")
-        write_json(path, meta, records)
-        print(f"wrote {path}; combine the shards with `python -m torch_pjrt.compat merge`", file=sys.stderr)
+    if args.cmd == "modules":
+        from torch_pjrt import compat_modules
+        names = args.modules.split(",") if args.modules else None
+        entries = compat_modules.select_modules(compat_modules.load_module_db(), names, (i, n))
+        if names and not entries:
+            parser.error(f"no ModuleInfo named {names}")
+        tiers, todo = ["modules"], [info.name for info in entries]
     else:
-        write_report(meta, records, args.out, args.md)
+        tiers = args.tiers.split(",")
+        if set(tiers) - set(TIERS):
+            parser.error(f"unknown tiers {sorted(set(tiers) - set(TIERS))}")
+        names = args.ops.split(",") if args.ops else None
+        todo = [op_name(op) for op in select_ops(load_op_db(), names, args.quick, (i, n))]
+        if names and not todo:
+            parser.error(f"no OpInfo named {names}")
+    samples = args.samples or (QUICK_SAMPLES if getattr(args, "quick", False) else DEFAULT_SAMPLES)
+    for tier in tiers:
+        started = time.time()
+        records = sweep(todo, dtypes, samples, args.timeout, args.jobs, tier)
+        meta = metadata(command, dtypes, samples)
+        meta["seconds"] = round(time.time() - started)
+        print(f"{tier}: {len(todo)} entries, {len(records)} cases in {meta['seconds']} s", file=sys.stderr)
+        if n > 1:
+            path = tier_path(args.out, tier, (i, n))
+            write_json(path, dict(meta, tier=tier), records)
+            print(f"wrote {path}; combine the shards with `python -m torch_pjrt.compat merge`", file=sys.stderr)
+        else:
+            write_report(meta, records, args.out, args.md, tier)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """The OpInfo sweep's own rules (torch_pjrt.compat): where each side's inputs live, so a case
-compares what PyTorch would compare when it tests a CUDA device."""
+compares what PyTorch would compare when it tests a CUDA device; the nonfinite and error-input
+tiers and the ModuleInfo sweep (compat_modules), each on a case that must pass and one that must
+be recorded as a failure."""
+import json
+
 import pytest
 import torch
 
@@ -61,3 +65,165 @@ def test_known_causes_name_real_ops_and_dtypes():
 def test_device_generator_ops_compare_shapes_only():
     assert not compat.values_comparable(_op("randn")) and not compat.values_comparable(_op("randint"))
     assert compat.values_comparable(_op("add"))
+
+
+# ----------------------------------------------------------------------------- the extra tiers
+
+def _fake_op(name, fn, sample_fn, error_fn=None):
+    """An OpInfo of our own, so a case that must fail keeps failing whatever the lowerings do."""
+    from torch.testing._internal.opinfo.core import OpInfo
+    from torch.testing._internal.common_dtype import floating_types
+    return OpInfo(name, op=fn, dtypes=floating_types(), sample_inputs_func=sample_fn,
+                  error_inputs_func=error_fn, supports_out=False)
+
+
+def _one_sample(op_info, device, dtype, requires_grad, **kwargs):
+    from torch.testing._internal.opinfo.core import SampleInput
+    yield SampleInput(torch.linspace(-2, 2, 12, dtype=dtype, device=device).reshape(3, 4))
+
+
+def _records(cases, op, job):
+    return list(cases(op, compat.op_name(op), job, lambda cid: True))
+
+
+def test_nonfinite_injection_is_fixed_and_rotates_across_tensors():
+    from torch.testing._internal.opinfo.core import SampleInput
+    sample = SampleInput(torch.zeros(2, 3), args=(torch.zeros(3), torch.tensor([1, 2])))
+    a = compat.inject_nonfinite(sample, compat.NONFINITE["mixed"])
+    b = compat.inject_nonfinite(sample, compat.NONFINITE["mixed"])
+    torch.testing.assert_close(a.input, b.input, equal_nan=True)
+    flat = a.input.flatten()
+    assert flat[0].isnan() and flat[3] == float("inf") and flat[5] == float("-inf")
+    assert flat[[1, 2, 4]].eq(0).all()
+    second = a.args[0]  # the next tensor starts one value further: NaN meets +inf
+    assert second[0] == float("inf") and second[1] == float("-inf") and second[2].isnan()
+    assert a.args[1].tolist() == [1, 2] and sample.input.eq(0).all()  # ints and the original untouched
+    assert compat.inject_nonfinite(SampleInput(torch.tensor([1, 2])), (float("nan"),)) is None
+
+
+def test_nonfinite_tier_passes_and_fails():
+    job = dict(dtypes=["float32"], samples=1)
+    good = _records(compat.nonfinite_cases, _op("exp"), job)
+    assert [r["variant"] for r in good] == list(compat.NONFINITE), good
+    assert all(r["status"] in ("native", "fallback") for r in good), good
+    # a device result that drops NaN (as a lowering with a max or select that ignores NaN would)
+    lossy = _fake_op("fake.nan_dropping",
+                     lambda x: torch.where(x.isnan(), 0.0, x) if x.is_tpu else x.clone(), _one_sample)
+    bad = {r["variant"]: r for r in _records(compat.nonfinite_cases, lossy, job)}
+    assert bad["nan"]["status"] == "fail" and "not close" in bad["nan"]["reason"], bad
+    assert bad["mixed"]["status"] == "fail" and bad["posinf"]["status"] != "fail", bad
+    assert not bad["nan"]["reason"].startswith(compat.CLEAN_FAILS), bad
+    # a failure that is not NaN's: the clean sample fails as well, and the reason says so
+    shifted = _fake_op("fake.shifted", lambda x: x + 1 if x.is_tpu else x.clone(), _one_sample)
+    records = _records(compat.nonfinite_cases, shifted, job)
+    assert records and all(r["status"] == "fail" and r["reason"].startswith(compat.CLEAN_FAILS)
+                           for r in records), records
+
+
+def _raise_on(device_type, exc):
+    def fn(x, *args, **kwargs):
+        if x.device.type == device_type:
+            raise exc("bad argument")
+        return x.clone()
+    return fn
+
+
+def _one_error(op_info, device, **kwargs):
+    from torch.testing._internal.opinfo.core import ErrorInput, SampleInput
+    yield ErrorInput(SampleInput(torch.ones(3, device=device)), error_type=ValueError, error_regex="bad")
+
+
+def test_error_inputs_tier_compares_exception_types():
+    job = dict(dtypes=["float32"], samples=1)
+    # a real OpInfo error input that raises the same type on both sides (the dim is out of range)
+    good = _records(compat.error_cases, _op("logcumsumexp"), job)
+    assert good and all(r["status"] in ("native", "fallback") for r in good), good
+    assert all(r["variant"] == "error" and r["dtype"] == "float32" for r in good), good
+
+    def both(x):
+        raise ValueError("bad argument")
+    same = _fake_op("fake.raises", both, _one_sample, _one_error)
+    assert [r["status"] for r in _records(compat.error_cases, same, job)] == ["native"]
+    quiet = _fake_op("fake.quiet_on_tpu", _raise_on("cpu", ValueError), _one_sample, _one_error)
+    [r] = _records(compat.error_cases, quiet, job)
+    assert r["status"] == "fail" and r["reason"].startswith("returned without raising"), r
+
+    def other_type(x):
+        raise (TypeError if x.is_tpu else ValueError)("bad argument")
+    other = _fake_op("fake.other_type", other_type, _one_sample, _one_error)
+    [r] = _records(compat.error_cases, other, job)
+    assert r["status"] == "fail" and r["reason"].startswith("raised TypeError"), r
+
+
+def test_error_inputs_keep_aliasing_on_the_device():
+    # index_select's error input writes into an expanded out=: it must overlap itself on tpu too
+    sample = compat.error_inputs_of(_op("index_select"))[0].sample_input
+    x, args, kwargs = compat.error_side(sample, DEVICE)
+    assert kwargs["out"].is_tpu and kwargs["out"].stride() == sample.kwargs["out"].stride() == (0, 1)
+    from torch.testing._internal.opinfo.core import SampleInput
+    base = torch.arange(6.)
+    x, args, kwargs = compat.error_side(SampleInput(base, kwargs=dict(out=base[2:])), DEVICE)
+    assert x.untyped_storage().data_ptr() == kwargs["out"].untyped_storage().data_ptr()
+    assert kwargs["out"].storage_offset() == 2 and x.is_tpu
+    assert compat.error_side(SampleInput(2, args=(3,)), DEVICE) is None  # no tensor: not a device case
+
+
+# ----------------------------------------------------------------------------- modules
+
+def _module_info(name):
+    from torch_pjrt import compat_modules
+    return next(m for m in compat_modules.load_module_db() if m.name == name)
+
+
+def test_module_cases_pass_on_a_linear_and_record_a_mismatch():
+    from torch_pjrt import compat_modules
+    from torch.testing._internal.common_modules import ModuleInfo, module_inputs_torch_nn_Linear
+    job = dict(dtypes=["float32"], samples=2)
+    good = list(compat_modules.module_cases(_module_info("nn.Linear"), "nn.Linear", job, lambda cid: True))
+    assert [r["variant"] for r in good] == ["train.forward", "train.backward"] * 2, good
+    assert all(r["status"] in ("native", "fallback") for r in good), good
+
+    class Skewed(torch.nn.Linear):  # the device side's output is shifted by one
+        def forward(self, input):
+            y = super().forward(input)
+            return y + 1 if y.is_tpu else y
+    info = ModuleInfo(Skewed, module_inputs_func=module_inputs_torch_nn_Linear)
+    bad = list(compat_modules.module_cases(info, "Skewed", dict(job, samples=1), lambda cid: True))
+    assert [r["status"] for r in bad] == ["fail", "native"], bad  # the gradients do not see the shift
+    assert "output" in bad[0]["reason"], bad
+
+
+def test_module_modes_follow_train_and_eval_differ():
+    from torch_pjrt import compat_modules
+    assert compat_modules.modes(_module_info("nn.BatchNorm1d")) == ("train", "eval")
+    assert compat_modules.modes(_module_info("nn.Linear")) == ("train",)
+    assert compat_modules.spread(32, 8) == [0, 4, 9, 13, 18, 22, 27, 31]
+    assert compat_modules.spread(3, 8) == [0, 1, 2]
+
+
+def test_module_sweep_runs_in_child_processes():
+    # the op sweep's driver, with the "modules" tier: one child, records streamed back
+    records = compat.sweep(["nn.ReLU"], ["float32"], 1, 60, 1, "modules")
+    assert [(r["op"], r["variant"]) for r in records] == [("nn.ReLU", "train.forward"), ("nn.ReLU", "train.backward")]
+    assert all(r["status"] in ("native", "fallback") for r in records), records
+
+
+def test_reports_keep_the_clean_section_and_add_the_tiers(tmp_path):
+    from torch_pjrt import compat_modules
+    meta = dict(command="c", torch="t", platform="cpu", dtypes=["float32"], samples=1, native_ops=["abs"],
+                date="d")
+    clean = [dict(op="abs", variant="function", dtype="float32", sample=0, status="native", reason="", fallbacks=[])]
+    fail = dict(op="exp", variant="nan", dtype="float32", sample=0, status="fail", reason="AssertionError: x",
+                fallbacks=[])
+    compat.write_json(str(tmp_path / "ops.json"), meta, clean)
+    compat.write_json(str(tmp_path / "nonfinite.json"), dict(meta, tier="nonfinite"), [fail])
+    compat.write_json(str(tmp_path / "modules.json"), dict(meta, tier="modules"),
+                      [dict(fail, op="nn.Linear", variant="train.forward")])
+    compat.write_markdown(str(tmp_path), str(tmp_path / "COMPAT.md"))
+    text = (tmp_path / "COMPAT.md").read_text()
+    assert text.startswith(compat.render(meta, clean))
+    assert "## Non-finite inputs" in text and "- `exp` (1 case)" in text
+    assert "  - float32 nan: AssertionError: x" in text
+    assert "## Modules" in text and "| nn.Linear | fail 1/1: AssertionError: x |" in text
+    assert text.index("## Non-finite inputs") < text.index("## Modules")
+    assert compat_modules.render_modules(json.loads((tmp_path / "modules.json").read_text())) in text
