@@ -107,6 +107,11 @@ typedef enum {
   TP_M_RSHIFT, TP_M_BCE, TP_M_BCE_BACKWARD, TP_M_IM2COL, TP_M_COL2IM,
 } tp_misc_t;
 
+/* Recurrent cell codes (rnn.c): the fused LSTM and GRU cells and their backwards. */
+typedef enum {
+  TP_RNN_LSTM_CELL, TP_RNN_LSTM_CELL_BACKWARD, TP_RNN_GRU_CELL, TP_RNN_GRU_CELL_BACKWARD,
+} tp_rnn_t;
+
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum {
   TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
@@ -188,6 +193,8 @@ TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 /* lu.c */
 TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
+/* rnn.c */
+TP_DECLARE_OP(tp_infer_rnn, tp_emit_rnn)
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
 /* |out|'s sizes become |x|'s without the dims |mask| marks, or with them as 1 (|keep|). */

@@ -3,8 +3,10 @@
 #define TP_TESTS_C_OP_ARGS_H_
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "hlo/builder.h"
 #include "ops/op.h"
 #include "test.h"
 
@@ -61,6 +63,34 @@ static inline const tp_op_def_t *op(const char *name) {
   int i = tp_op_lookup(name, NULL);
   CHECK(i >= 0);
   return i >= 0 ? &tp_op_table[i] : &tp_op_table[0];
+}
+
+/* Infers and emits |name|; returns whether the program text contains |needle|. */
+static inline bool emits(const char *name, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                         int *n_out, const char *needle) {
+  const tp_op_def_t *d = op(name);
+  tp_status_t *st = d->infer(d, args, n_args, out, n_out);
+  CHECK(st == NULL);
+  if (st) {
+    fprintf(stderr, "%s: %s\n", name, tp_status_message(st));
+    tp_status_free(st);
+    return false;
+  }
+  tp_hlo_builder_t *b;
+  CHECK_OK(tp_hlo_builder_create(&b));
+  tp_hlo_value_t in[TP_MAX_ARGS], res[TP_MAX_OUTS];
+  for (int i = 0; i < n_args; i++)
+    if (args[i].kind == TP_ARG_TENSOR)
+      in[i] = tp_hlo_param(b, args[i].meta.dtype, args[i].meta.ndim, args[i].meta.sizes, -1);
+    else if (args[i].kind == TP_ARG_SCALAR)
+      in[i] = tp_hlo_param(b, args[i].scalar_dtype, 0, NULL, -1);
+  d->emit(d, b, args, n_args, in, out, res);
+  char *text = NULL;
+  CHECK_OK(tp_hlo_finish(b, res, *n_out, &text));
+  tp_hlo_builder_free(b);
+  bool found = text && strstr(text, needle);
+  free(text);
+  return found;
 }
 
 #endif
