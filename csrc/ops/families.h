@@ -48,6 +48,9 @@ typedef enum {
   TP_A_SIGMOID_BACKWARD, TP_A_TANH_BACKWARD, TP_A_SILU_BACKWARD, TP_A_DROPOUT_BACKWARD,
 } tp_activation_t;
 
+/* Batch norm forms (nn.c, parse_batch_norm). */
+typedef enum { TP_BN_NATIVE, TP_BN_FUNCTIONAL, TP_BN_NO_TRAINING } tp_batch_norm_t;
+
 /* Indexing and shape family codes (index.c). */
 typedef enum {
   TP_X_INDEX_SELECT, TP_X_GATHER, TP_X_SCATTER, TP_X_SCATTER_ADD, TP_X_INDEX_ADD, TP_X_MASKED_FILL,

@@ -521,13 +521,38 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
 
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
  * -> (out, save_mean, save_invstd), and in training the running stats updated in place (two
- * more outputs written into arguments 3 and 4). Statistics are per channel (dim 1). */
+ * more outputs written into arguments 3 and 4). Statistics are per channel (dim 1).
+ * TP_BN_FUNCTIONAL: the functional form a captured graph holds, returning the updated stats;
+ * TP_BN_NO_TRAINING: _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean,
+ * running_var, momentum, eps), evaluation mode (graphs: eager mode reaches native_batch_norm). */
+typedef struct {
+  int input, weight, bias, running_mean, running_var; /* argument positions */
+  bool training;
+  double momentum, eps;
+} batch_norm_args_t;
+
+static batch_norm_args_t parse_batch_norm(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args) {
+  batch_norm_args_t p = {0, 1, 2, 3, 4, false, 0.1, 1e-5};
+  int momentum = 6, eps = 7;
+  if (op->code == TP_BN_NO_TRAINING) {
+    momentum = 5;
+    eps = 6;
+  } else {
+    p.training = n_args > 5 && args[5].kind == TP_ARG_INT && args[5].i;
+  }
+  if (momentum < n_args && args[momentum].kind == TP_ARG_FLOAT) p.momentum = args[momentum].f;
+  if (eps < n_args && args[eps].kind == TP_ARG_FLOAT) p.eps = args[eps].f;
+  return p;
+}
+
 tp_status_t *tp_infer_batch_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                  tp_meta_t *out, int *n_out) {
-  if (n_args < 8 || args[0].kind != TP_ARG_TENSOR || args[0].meta.ndim < 2)
+  if (n_args < (op->code == TP_BN_NO_TRAINING ? 7 : 8) || args[0].kind != TP_ARG_TENSOR ||
+      args[0].meta.ndim < 2)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected input with at least 2 dims", op->name);
-  bool training = args[5].kind == TP_ARG_INT && args[5].i;
-  bool stats = args[3].kind == TP_ARG_TENSOR && args[4].kind == TP_ARG_TENSOR;
+  batch_norm_args_t p = parse_batch_norm(op, args, n_args);
+  bool training = p.training;
+  bool stats = args[p.running_mean].kind == TP_ARG_TENSOR && args[p.running_var].kind == TP_ARG_TENSOR;
   if (!training && !stats)
     return tp_make_status(TP_INVALID_ARGUMENT, "running_mean and running_var must be defined in evaluation mode");
   int64_t c = args[0].meta.sizes[1];
@@ -541,17 +566,20 @@ tp_status_t *tp_infer_batch_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n
   for (int i = 1; i <= 4; i++) mixed |= args[i].kind == TP_ARG_TENSOR && args[i].meta.dtype != args[0].meta.dtype;
   if (args[0].meta.dtype != TP_DTYPE_F64 && args[0].meta.dtype != TP_DTYPE_F32 && !mixed)
     v.dtype = args[0].meta.dtype; /* CPU keeps half types for the saved statistics */
+  if (op->code == TP_BN_NO_TRAINING) /* as the meta kernel (CUDA's): the stats it used, in float */
+    v = (tp_meta_t){sd, 1, {c}, 0};
   out[1] = out[2] = v;
   *n_out = 3;
   if (training && stats) {
-    /* Updated running statistics: written into the arguments, or (code 1, the functional form
-     * a captured graph holds) returned. */
-    out[3] = args[3].meta;
-    out[3].writes_arg = op->code == 1 ? 0 : 4;
-    out[4] = args[4].meta;
-    out[4].writes_arg = op->code == 1 ? 0 : 5;
+    /* Updated running statistics: written into the arguments, or (the functional form a
+     * captured graph holds) returned. */
+    bool functional = op->code == TP_BN_FUNCTIONAL;
+    out[3] = args[p.running_mean].meta;
+    out[3].writes_arg = functional ? 0 : p.running_mean + 1;
+    out[4] = args[p.running_var].meta;
+    out[4].writes_arg = functional ? 0 : p.running_var + 1;
     *n_out = 5;
-  } else if (op->code == 1) {
+  } else if (op->code == TP_BN_FUNCTIONAL) {
     return tp_make_status(TP_UNIMPLEMENTED, "%s: evaluation mode", op->name);
   }
   return NULL;
@@ -574,12 +602,12 @@ static tp_hlo_value_t channel_sum(tp_hlo_builder_t *b, tp_hlo_value_t x) {
 void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                         int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                         tp_hlo_value_t *out) {
-  bool training = args[5].i != 0;
+  batch_norm_args_t p = parse_batch_norm(op, args, n_args);
+  bool training = p.training;
   tp_dtype_t md = tp_math_dtype(args[0].meta.dtype);
   tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
   int64_t c = x.dims[1], count = tp_hlo_numel(&x) / (c ? c : 1);
-  double eps = args[7].kind == TP_ARG_FLOAT ? args[7].f : 1e-5;
-  double momentum = args[6].kind == TP_ARG_FLOAT ? args[6].f : 0.1;
+  double eps = p.eps, momentum = p.momentum;
   tp_hlo_value_t mean, var, var_sum = {0};
   if (training) {
     /* The per-channel sum of squares rounded to the statistics' dtype before it is divided: half
@@ -612,12 +640,15 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   if (training) {
     out[1] = tp_hlo_convert(b, mean, out_meta[1].dtype);
     out[2] = tp_hlo_convert(b, invstd, out_meta[2].dtype);
+  } else if (op->code == TP_BN_NO_TRAINING) {
+    out[1] = tp_hlo_convert(b, mean, out_meta[1].dtype);
+    out[2] = tp_hlo_convert(b, invstd, out_meta[2].dtype);
   } else {
     int64_t zero = 0;
     out[1] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[1].dtype, 0), 1, &zero);
     out[2] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[2].dtype, 0), 1, &zero);
   }
-  if ((out_meta[3].writes_arg || op->code == 1) && training) {
+  if ((out_meta[3].writes_arg || op->code == TP_BN_FUNCTIONAL) && training) {
     double n1 = count > 1 ? (double)(count - 1) : 1.0;
     for (int k = 0; k < 2; k++) {
       tp_dtype_t rd = out_meta[3 + k].dtype;

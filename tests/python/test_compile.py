@@ -71,6 +71,22 @@ def test_compiled_training_matches_eager_and_cpu_without_splits(name):
     assert s["graph_runs"] >= 2
 
 
+def test_compiled_eval_cnn_with_batch_norm_is_one_program():
+    # Eval-mode BatchNorm traces to _native_batch_norm_legit_no_training; without a lowering
+    # every one of them split the graph (a compiled EfficientNet-Lite0 ran as 50 programs).
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    cpu = timm.create_model("efficientnet_lite0", pretrained=False, num_classes=10).eval()
+    x = torch.randn(1, 3, 64, 64)
+    model = torch.compile(copy.deepcopy(cpu).to("tpu"), backend="tpu")
+    with torch.no_grad():
+        got = model(x.to("tpu"))
+        want = cpu(x)
+    s = tc.stats()
+    assert s["splits"] == {} and s["partitions"] == s["graphs"] == 1, s
+    assert_same(got, want, atol=1e-4, rtol=1e-4)
+
+
 def test_compiled_function_with_inplace_update_of_input():
     def f(a, b):
         a.add_(b)
