@@ -23,7 +23,9 @@ cases run:
 Lazy modules are materialized by one forward on each side and given CPU's parameters. Comparison
 and statuses (native / fallback with the ops that fell back / fail / cpu-invalid) are the op
 sweep's: assert_close with the dtype's default tolerances, widened only by the ModuleInfo's own
-CPU tolerance overrides. The cases run in the op sweep's child processes (compat.drive), and go to
+CPU tolerance overrides. A mismatch below float64 also says how far each side lies from the same
+case run in float64 on CPU, on the tensor where they differ most (which side rounding favours
+when the difference is a few ulps of summation order). The cases run in the op sweep's child processes (compat.drive), and go to
 DIR/modules.json and the "Modules" section of COMPAT.md.
 """
 import collections
@@ -92,9 +94,10 @@ def _forward(module, args, kwargs, seed):
     return module(*args, **kwargs)
 
 
-def _result(module, args, kwargs, out, variant, seed):
+def _result(module, args, kwargs, out, variant, seed, weight_dtype=None):
     """What a case compares: outputs and buffers (forward), or input and parameter gradients of a
-    weighted sum of the outputs (backward)."""
+    weighted sum of the outputs (backward; the weights drawn in `weight_dtype`, by default each
+    output's)."""
     if variant == "forward":
         return {"output": out, "buffers": dict(module.named_buffers())}
     outs = [t for t in compat._tensors(out) if t.requires_grad]
@@ -103,7 +106,8 @@ def _result(module, args, kwargs, out, variant, seed):
     if not outs or not (inputs or params):
         raise compat.NotApplicable("no differentiable output, or nothing to differentiate")
     gen = torch.Generator().manual_seed(seed)  # same weights on both sides, made on CPU
-    weights = [torch.randn(t.shape, dtype=t.dtype, generator=gen).to(t.device) for t in outs]
+    weights = [torch.randn(t.shape, dtype=weight_dtype or t.dtype, generator=gen).to(t.device, t.dtype)
+               for t in outs]
     grads = torch.autograd.grad(outs, inputs + [p for _, p in params], weights, allow_unused=True)
     return {"input grads": list(grads[:len(inputs)]),
             "parameter grads": {k: g for (k, _), g in zip(params, grads[len(inputs):])}}
@@ -116,6 +120,43 @@ def reason_of(exc):
     if where:
         text += "; at " + where[0].split("item", 1)[1].strip().rstrip(".")
     return text[:300]
+
+
+def _floating_leaves(tree):
+    from torch.utils._pytree import tree_leaves
+    return [t.detach().cpu().double() for t in tree_leaves(tree)
+            if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def float64_note(info, module_input, dtype, training, variant, seed, actual, expected):
+    """For a mismatch below float64: how far each side lies from the same case computed in
+    float64 on CPU (the module built the same way, then converted), on the tensor where the two
+    sides differ most, as '; float64 check ...', or '' when that cannot be told (another
+    structure, NaN, a lazy module, an error)."""
+    from torch.testing._comparison import default_tolerances
+    try:
+        module = _build(info, module_input, dtype, training, seed).to(torch.float64)
+        args, kwargs = _side_inputs(module_input.forward_input, "cpu")
+        args, kwargs = compat._tree_map(
+            lambda t: t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t,
+            (args, kwargs))
+        if info.is_lazy:
+            return ""
+        ref = _result(module, args, kwargs, _forward(module, args, kwargs, seed), variant, seed, dtype)
+        ref, a, e = (_floating_leaves(x) for x in (ref, actual, expected))
+        if len(ref) != len(a) or len(ref) != len(e) or any(x.shape != y.shape for x, y in zip(ref, a)):
+            return ""
+        atol, rtol = compat.tolerance(info, dtype) or default_tolerances(dtype)
+
+        def excess(k):  # how far past the tolerance the two sides differ in tensor k
+            return ((a[k] - e[k]).abs() / (atol + rtol * e[k].abs())).max().item()
+        worst = max((k for k in range(len(ref)) if ref[k].numel()), key=excess)
+        tpu, cpu = ((x[worst] - ref[worst]).abs().max().item() for x in (a, e))
+        if tpu != tpu or cpu != cpu:  # NaN somewhere
+            return ""
+        return f"; float64 check of that tensor: tpu {tpu:.2g} from float64, CPU {cpu:.2g}"
+    except Exception:
+        return ""
 
 
 def run_module_case(info, module_input, dtype, mode, variant, seed):
@@ -136,7 +177,7 @@ def run_module_case(info, module_input, dtype, mode, variant, seed):
         return None
     except Exception as e:
         return "cpu-invalid", reason_of(e), []
-    fallbacks = []
+    fallbacks, actual = [], None
     try:
         torch_pjrt.reset_stats()
         module = for_tpu.to("tpu")
@@ -149,6 +190,11 @@ def run_module_case(info, module_input, dtype, mode, variant, seed):
         actual = compat.to_host(_result(module, args, kwargs, _forward(module, args, kwargs, seed), variant, seed))
         fallbacks = sorted(torch_pjrt.stats()["fallbacks"])
         compat.compare(actual, compat._tree_map(torch.Tensor.detach, expected), compat.tolerance(info, dtype))
+    except AssertionError as e:
+        note = ""
+        if actual is not None and dtype != torch.float64:
+            note = float64_note(info, module_input, dtype, training, variant, seed, actual, expected)
+        return "fail", reason_of(e) + note, fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
     except Exception as e:
         return "fail", reason_of(e), fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
     return ("fallback" if fallbacks else "native"), "", fallbacks

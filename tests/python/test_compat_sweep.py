@@ -191,6 +191,7 @@ def test_module_cases_pass_on_a_linear_and_record_a_mismatch():
     bad = list(compat_modules.module_cases(info, "Skewed", dict(job, samples=1), lambda cid: True))
     assert [r["status"] for r in bad] == ["fail", "native"], bad  # the gradients do not see the shift
     assert "output" in bad[0]["reason"], bad
+    assert "float64 check of that tensor: tpu 1 from float64" in bad[0]["reason"], bad  # CPU is the near one
 
 
 def test_module_modes_follow_train_and_eval_differ():
