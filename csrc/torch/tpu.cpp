@@ -3,6 +3,7 @@
 // CPU fallback for everything else, and supplies what PyTorch needs of a device backend
 // (allocator, device guard, hooks, generator, views, copies). C statuses become exceptions here.
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/MemoryOverlap.h>
@@ -379,9 +380,55 @@ bool is_composite_implicit(const char* name) {
          !op->hasKernelForDispatchKey(c10::DispatchKey::Autograd);
 }
 
+int64_t next_random_key(const std::optional<at::Generator>& given, c10::DeviceIndex device);
+
+// The tpu device a call runs on: that of its first tpu tensor or Device argument, else the
+// current one.
+c10::DeviceIndex call_device(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& v : args) {
+    if (v.isTensor() && v.toTensor().defined() &&
+        v.toTensor().device().type() == DeviceType::PrivateUse1)
+      return v.toTensor().device().index();
+    if (v.isDevice() && v.toDevice().type() == DeviceType::PrivateUse1 && v.toDevice().has_index())
+      return v.toDevice().index();
+  }
+  return g_current_device;
+}
+
+// A random op run on CPU draws from a CPU generator seeded with the next key of the tpu
+// generator (the call's own, else the device's default), so torch.tpu.manual_seed and the tpu
+// RNG state govern it as they govern native random ops, and a tpu Generator argument works
+// (CPU kernels accept only CPU generators). A CPU generator argument is passed as it is.
+void generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema().arguments();
+  const size_t n = schema.size(), base = stack->size() - n;
+  for (size_t i = 0; i < n; i++) {
+    if (schema[i].real_type()->str().find("Generator") == std::string::npos) continue;
+    c10::IValue& v = (*stack)[base + i];
+    std::optional<at::Generator> given;
+    if (!v.isNone()) {
+      given = v.toGenerator();
+      if (given->device().type() != DeviceType::PrivateUse1) continue;
+    }
+    c10::DeviceIndex dev = given && given->device().has_index()
+                               ? given->device().index()
+                               : call_device(c10::ArrayRef<c10::IValue>(*stack).slice(base, n));
+    v = at::detail::createCPUGenerator(static_cast<uint64_t>(next_random_key(given, dev)));
+  }
+}
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = op_name(op);
+  // Ops PyTorch implements for CUDA (or MPS, sparse, quantized tensors) only have no CPU kernel
+  // to fall back to: say so, rather than PyTorch's "could not run with the 'CPU' backend".
+  // (The *_overrideable convolutions have a CPU entry, an error kernel: they are served below.)
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "tpu: '", name,
+      "' has no tpu lowering, and PyTorch has no CPU kernel for it to fall back to",
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA) ? " (it has a CUDA kernel only)"
+                                                                  : "");
   note_fallback(name);
+  generators_to_cpu(op, stack);
   // A non-CPU backend reaches convolution through *_overrideable ops, which CPU does not
   // implement: run PyTorch's CPU convolution for them instead.
   if (name == "convolution_overrideable") {

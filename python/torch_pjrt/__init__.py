@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from . import _plugins
 
 __all__ = ["stats", "reset_stats", "fallback_report", "plugin_info", "strict", "native_ops",
-           "init_error"]
+           "init_error", "decomposed_ops"]
 
 _init_error = None
 
@@ -65,6 +65,8 @@ def _register():
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    from . import _decompositions
+    _decompositions.register()
 
 
 _init()
@@ -92,6 +94,13 @@ def native_ops():
     """ATen op names with a native lowering (functional, in-place and out= forms)."""
     from . import _C
     return list(_C.native_ops())
+
+
+def decomposed_ops():
+    """CUDA-only ATen ops (no CPU kernel to fall back to) that run on tpu as PyTorch's
+    decomposition of them."""
+    from . import _decompositions
+    return _decompositions.decomposed_ops()
 
 
 def plugin_info():

@@ -81,7 +81,7 @@ def test_device_context_manager():
 
 
 def test_random_ops_follow_torch_manual_seed(quiet_fallbacks):
-    # random ops run through the CPU fallback with the CPU generator: reproducible
+    # native random ops and fallen-back ones both draw from the tpu generator torch.manual_seed seeds
     torch.manual_seed(123)
     a = torch.rand(5, device="tpu")
     b = torch.randn(2, 3, device="tpu")

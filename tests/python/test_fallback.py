@@ -198,3 +198,45 @@ def test_complex32_conversion_on_device_is_a_counted_fallback(fresh_stats, quiet
 def test_sparse_tpu_tensors_raise_a_clear_error(quiet_fallbacks):
     with pytest.raises(NotImplementedError, match="sparse layouts are not supported on the tpu device"):
         make((3, 4), torch.float32).to(DEVICE).to_sparse()
+
+
+# ---------------------------------------------------------------- kernels the fallback must steer
+
+def test_op_with_no_cpu_kernel_raises_saying_so():
+    # A CUDA-only kernel: the fallback has nothing to run and says so.
+    x = torch.randn(1, 2, 5, 5, device=DEVICE)
+    w = torch.randn(2, 1, 3, 3, device=DEVICE)
+    with pytest.raises(NotImplementedError, match="no CPU kernel for it to fall back to.*CUDA"):
+        torch.ops.aten._conv_depthwise2d(x, w, [3, 3], None, [1, 1], [0, 0], [1, 1])
+    assert torch.ones(2, device=DEVICE).sum().item() == 2  # the device still works
+
+
+def test_cuda_only_ops_with_a_decomposition_run_as_it(fresh_stats):
+    # cudnn_batch_norm (what CUDA's BatchNorm calls), addmm with an output dtype: no CPU kernel,
+    # so they run as PyTorch's decomposition of them, natively.
+    assert "aten::cudnn_batch_norm" in torch_pjrt.decomposed_ops()
+    x, w, b = make((2, 3, 4, 4), torch.float32, seed=4), torch.rand(3) + 0.5, torch.randn(3)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    got = torch.ops.aten.cudnn_batch_norm(x.to(DEVICE), w.to(DEVICE), b.to(DEVICE), rm.to(DEVICE),
+                                          rv.to(DEVICE), False, 0.1, 1e-5)
+    assert_same(got[0], torch.nn.functional.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5), atol=1e-5, rtol=1e-5)
+    a, m1, m2 = (make(s, torch.bfloat16, seed=k) for k, s in enumerate([(3, 5), (3, 4), (4, 5)]))
+    got = torch.ops.aten.addmm.dtype(a.to(DEVICE), m1.to(DEVICE), m2.to(DEVICE), torch.float32)
+    assert_same(got, a.float() + m1.float() @ m2.float(), atol=1e-5, rtol=1e-5)
+    assert fallbacks() == {}
+
+
+def test_fallen_back_random_ops_use_the_tpu_generator(quiet_fallbacks):
+    # randperm has no lowering: on CPU it draws from a generator made from the tpu one, so a tpu
+    # Generator argument works and torch.tpu.manual_seed governs it.
+    g = torch.Generator(DEVICE).manual_seed(7)
+    a = torch.randperm(32, device=DEVICE, generator=g)
+    b = torch.randperm(32, device=DEVICE, generator=g)
+    g.manual_seed(7)
+    assert torch.equal(torch.randperm(32, device=DEVICE, generator=g).cpu(), a.cpu())
+    assert not torch.equal(a.cpu(), b.cpu())
+    assert torch.equal(a.cpu().sort().values, torch.arange(32))
+    torch.tpu.manual_seed(3)
+    c = torch.randperm(32, device=DEVICE)
+    torch.tpu.manual_seed(3)
+    assert torch.equal(torch.randperm(32, device=DEVICE).cpu(), c.cpu())
