@@ -84,6 +84,9 @@ enum {
                                    composite kernels serve the op (views, factories) */
   TP_OPF_COMPLEX = 1 << 9,      /* the row lowers complex arguments and results correctly; rows
                                    without it leave every complex call to CPU */
+  TP_OPF_LIST_CHUNKS = 1 << 10, /* the op over a tensor list equals the op over the results of the
+                                   op over consecutive chunks of it (cat): a list too long for one
+                                   call (TP_MAX_ARGS) is reduced that way first */
 };
 
 struct tp_op_def {

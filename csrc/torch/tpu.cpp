@@ -685,6 +685,33 @@ bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> 
   return native;
 }
 
+// For a TP_OPF_LIST_CHUNKS row: a tensor list argument longer than one call takes is replaced by
+// the results of the op's functional form over consecutive chunks of it (cat of 300 gradient
+// norms in clip_grad_norm_ becomes cat of 22 partial cats), until it fits.
+void chunk_long_lists(int op, torch::jit::Stack* stack, size_t n_args, size_t n_in) {
+  const size_t chunk = TP_MAX_ARGS - n_in;  // room for the list's length and the other arguments
+  for (size_t i = 0; i < n_in; i++) {
+    c10::IValue& v = (*stack)[stack->size() - n_args + i];
+    if (!v.isTensorList() || v.toTensorList().size() <= chunk) continue;
+    std::string name = tp_op_table[op].name;
+    size_t dot = name.find('.');
+    auto handle = c10::Dispatcher::singleton().findSchemaOrThrow(
+        ("aten::" + name.substr(0, dot)).c_str(), dot == std::string::npos ? "" : name.c_str() + dot + 1);
+    std::vector<at::Tensor> list = v.toTensorVector();
+    while (list.size() > chunk) {
+      std::vector<at::Tensor> next;
+      for (size_t k = 0; k < list.size(); k += chunk) {
+        torch::jit::Stack call(stack->end() - n_args, stack->end() - n_args + n_in);
+        call[i] = std::vector<at::Tensor>(list.begin() + k, list.begin() + std::min(list.size(), k + chunk));
+        handle.callBoxed(call);
+        next.push_back(call[0].toTensor());
+      }
+      list = std::move(next);
+    }
+    v = list;
+  }
+}
+
 struct TableKernel final : c10::OperatorKernel {
   TableKernel(int op, int variant) : op_(op), variant_(variant) {}
 
@@ -696,6 +723,7 @@ struct TableKernel final : c10::OperatorKernel {
       while (n_in > 0 && schema.arguments()[n_in - 1].alias_info() &&
              schema.arguments()[n_in - 1].alias_info()->isWrite())
         n_in--;
+    if (tp_op_table[op_].flags & TP_OPF_LIST_CHUNKS) chunk_long_lists(op_, stack, n_args, n_in);
     auto args = torch::jit::last(*stack, n_args);
     std::call_once(roles_once_, [&] { roles_ = arg_roles(schema); });
     tp_eager_arg_t eargs[TP_MAX_ARGS];

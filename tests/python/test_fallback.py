@@ -240,3 +240,16 @@ def test_fallen_back_random_ops_use_the_tpu_generator(quiet_fallbacks):
     c = torch.randperm(32, device=DEVICE)
     torch.tpu.manual_seed(3)
     assert torch.equal(torch.randperm(32, device=DEVICE).cpu(), c.cpu())
+
+
+def test_cat_of_many_tensors_is_native(fresh_stats):
+    # One call holds 16 arguments; a longer list is concatenated in chunks on the device
+    # (clip_grad_norm_ stacks one norm per parameter).
+    parts = [make((2, 1 + k % 3), torch.float32, seed=k) for k in range(70)]
+    assert_same(torch.cat([p.to(DEVICE) for p in parts], 1), torch.cat(parts, 1))
+    params = [torch.nn.Parameter(p.clone().to(DEVICE)) for p in parts]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+    assert abs(norm.item() - sum(p.numel() for p in parts) ** 0.5) < 1e-3
+    assert fallbacks() == {}
