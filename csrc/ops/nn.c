@@ -545,12 +545,23 @@ static batch_norm_args_t parse_batch_norm(const tp_op_def_t *op, const tp_op_arg
   return p;
 }
 
+/* INVALID_ARGUMENT unless argument |i| is absent or a vector of |c| elements (a per-channel
+ * weight, bias or statistic): CPU's kernels read such vectors unchecked. */
+static tp_status_t *check_per_channel(const tp_op_def_t *op, const tp_op_arg_t *args, int i, int64_t c) {
+  if (args[i].kind != TP_ARG_TENSOR || tp_meta_numel(&args[i].meta) == c) return NULL;
+  return tp_make_status(TP_INVALID_ARGUMENT, "%s: argument %d has %lld elements, expected %lld "
+                        "(one per channel)", op->name, i, (long long)tp_meta_numel(&args[i].meta),
+                        (long long)c);
+}
+
 tp_status_t *tp_infer_batch_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                  tp_meta_t *out, int *n_out) {
   if (n_args < (op->code == TP_BN_NO_TRAINING ? 7 : 8) || args[0].kind != TP_ARG_TENSOR ||
       args[0].meta.ndim < 2)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected input with at least 2 dims", op->name);
   batch_norm_args_t p = parse_batch_norm(op, args, n_args);
+  for (int i = p.weight; i <= p.running_var; i++)
+    TP_RETURN_IF_ERROR(check_per_channel(op, args, i, args[p.input].meta.sizes[1]));
   bool training = p.training;
   bool stats = args[p.running_mean].kind == TP_ARG_TENSOR && args[p.running_var].kind == TP_ARG_TENSOR;
   if (!training && !stats)
@@ -671,7 +682,14 @@ tp_status_t *tp_infer_batch_norm_backward(const tp_op_def_t *op, tp_op_arg_t *ar
   bool train = args[7].i != 0;
   if (train ? (args[5].kind != TP_ARG_TENSOR || args[6].kind != TP_ARG_TENSOR)
             : (args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_TENSOR))
-    return tp_make_status(TP_UNIMPLEMENTED, "batch norm backward without statistics");
+    return tp_make_status(TP_INVALID_ARGUMENT, train ? "%s: save_mean and save_invstd must be "
+                          "defined in training mode" : "%s: running_mean and running_var must be "
+                          "defined in evaluation mode", op->name);
+  if (args[0].meta.ndim != args[1].meta.ndim ||
+      memcmp(args[0].meta.sizes, args[1].meta.sizes, sizeof(int64_t) * (size_t)args[1].meta.ndim))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: grad_out and input must have the same shape",
+                          op->name);
+  for (int i = 2; i <= 6; i++) TP_RETURN_IF_ERROR(check_per_channel(op, args, i, args[1].meta.sizes[1]));
   out[0] = args[1].meta;
   tp_meta_t w = {args[2].kind == TP_ARG_TENSOR ? args[2].meta.dtype : args[1].meta.dtype, 1,
                  {args[1].meta.sizes[1]}, 0};

@@ -363,9 +363,17 @@ void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stac
                               op_name(op), "' with a sparse tpu tensor); keep sparse tensors on CPU");
 }
 
-// Composite kernels that check for a CPU/CUDA/XPU device themselves and so would refuse tpu
-// tensors before any backend kernel runs (mode.values): registered to the CPU fallback directly.
-const char* const kCompositesOnCpu[] = {"mode.values"};
+// Composite kernels that cannot run for tpu tensors, registered to the CPU fallback directly:
+// mode.values checks for a CPU/CUDA/XPU device itself and refuses tpu tensors; the others read or
+// write tensor memory on the host (data_ptr loops, or at::native CPU functions called directly)
+// and would crash on a tpu tensor's never-mapped address. The host-read sweep
+// (python -m torch_pjrt.compat_host) finds them: every registered op, called on tpu inputs.
+const char* const kCompositesOnCpu[] = {
+    "_grid_sampler_2d_cpu_fallback", "_grid_sampler_2d_cpu_fallback.out",
+    "_nnpack_spatial_convolution",   "_saturate_weight_to_fp16",      "choose_qparams_optimized",
+    "fbgemm_linear_quantize_weight", "fbgemm_pack_gemm_matrix_fp16",
+    "mode.values",                   "range.out_",
+};
 
 // Whether |name| ("op.overload") is a CompositeImplicitAutograd op with no autograd kernel of its
 // own. Such an op gets no tpu kernel: a backend kernel hides the composite from the Autograd key
@@ -1365,6 +1373,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("stats", &stats);
   m.def("reset_stats", &reset_stats);
   m.def("native_ops", &native_ops);
+  m.def("cpu_routed_ops", [] {
+    py::list l;
+    for (const char* name : kCompositesOnCpu)
+      if (tp_op_lookup(name, nullptr) < 0) l.append(name);
+    return l;
+  });
   m.def("graph_ops", [] {  // rows only whole graphs use (views, factories)
     py::list l;
     for (int i = 0; i < tp_op_count; i++)

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from . import _plugins
 
 __all__ = ["stats", "reset_stats", "fallback_report", "plugin_info", "strict", "native_ops",
-           "init_error", "decomposed_ops"]
+           "init_error", "host_read_ops", "decomposed_ops"]
 
 _init_error = None
 
@@ -94,6 +94,13 @@ def native_ops():
     """ATen op names with a native lowering (functional, in-place and out= forms)."""
     from . import _C
     return list(_C.native_ops())
+
+
+def host_read_ops():
+    """ATen ops whose PyTorch kernel would read tpu memory on the host (and crash): they run
+    through the CPU fallback instead (found by `python -m torch_pjrt.compat_host`)."""
+    from . import _C
+    return list(_C.cpu_routed_ops())
 
 
 def decomposed_ops():

@@ -1,12 +1,15 @@
 """Ops without a native lowering (here nonzero and masked_select, whose output shapes depend on the
 data) run on CPU, visibly: counted, warned once, reported, and refused under strict mode."""
+import json
+import subprocess
+import sys
 import warnings
 
 import pytest
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE, assert_same, fallbacks, make, run_python
+from tpu_helpers import DEVICE, assert_same, child_env, fallbacks, make, run_python
 
 
 def nonzero(t):
@@ -201,6 +204,39 @@ def test_sparse_tpu_tensors_raise_a_clear_error(quiet_fallbacks):
 
 
 # ---------------------------------------------------------------- kernels the fallback must steer
+
+def test_composites_that_read_host_memory_run_on_cpu(quiet_fallbacks):
+    # These composite kernels read tensor memory on the host: on a tpu tensor (a never-mapped
+    # address) they killed the process. They run through the CPU fallback instead.
+    routed = torch_pjrt.host_read_ops()
+    assert {"_saturate_weight_to_fp16", "_grid_sampler_2d_cpu_fallback", "range.out_"} <= set(routed)
+    w = torch.tensor([[1e6, -1e6], [0.5, 3.0]])
+    assert_same(torch.ops.aten._saturate_weight_to_fp16(w.to(DEVICE)),
+                torch.ops.aten._saturate_weight_to_fp16(w))
+    x, grid = make((1, 2, 4, 4), torch.float32, seed=2), make((1, 3, 3, 2), torch.float32, seed=3) / 5
+    assert_same(torch.ops.aten._grid_sampler_2d_cpu_fallback(x.to(DEVICE), grid.to(DEVICE), 0, 0, False),
+                torch.ops.aten._grid_sampler_2d_cpu_fallback(x, grid, 0, 0, False))
+    out = torch.empty(0, device=DEVICE)
+    torch.ops.aten.range.out_(0.5, 3.5, out=out)
+    assert_same(out, torch.tensor([0.5, 1.5, 2.5, 3.5]))
+
+
+def test_host_read_sweep_finds_no_crash_among_known_composites(tmp_path):
+    # The sweep (python -m torch_pjrt.compat_host) over the routed ops and composites near them:
+    # every call in a child process, a crash recorded and named.
+    ops = ["aten::" + n for n in torch_pjrt.host_read_ops()] + [
+        "aten::_batch_norm_impl_index", "aten::native_batch_norm_backward", "aten::cudnn_batch_norm",
+        "aten::fbgemm_linear_fp16_weight", "aten::_fused_dropout"]
+    p = subprocess.run([sys.executable, "-m", "torch_pjrt.compat_host", "--ops", ",".join(ops),
+                        "--out", str(tmp_path)], env=child_env(), capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    recs = {r["op"]: r for r in json.load(open(tmp_path / "host_reads.json"))["ops"]}
+    assert set(recs) == set(ops)
+    # (a PyTorch CPU kernel that crashes on the same arguments on CPU is recorded, not ours)
+    assert not [r for r in recs.values() if r["status"] == "crash"]
+    assert recs["aten::_saturate_weight_to_fp16"]["tpu_ok"] > 0
+
 
 def test_op_with_no_cpu_kernel_raises_saying_so():
     # A CUDA-only kernel: the fallback has nothing to run and says so.
