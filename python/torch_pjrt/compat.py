@@ -332,6 +332,16 @@ def reason_of(exc):
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+def cpu_done():
+    """Called by a case once its CPU (oracle) side has run: in a worker it tells the driver, so a
+    crash or hang after it is the device's and one before it is CPU's."""
+    if _cpu_done_hook is not None:
+        _cpu_done_hook()
+
+
+_cpu_done_hook = None
+
+
 def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=True):
     """One case: CPU oracle, then tpu. Returns (status, reason, fallback op names, cpu result),
     or None when the variant does not apply. `known`: label mismatches with KNOWN_CAUSES (traced
@@ -344,6 +354,7 @@ def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=T
         return None
     except Exception as e:
         return "cpu-invalid", reason_of(e), [], None
+    cpu_done()
     fallbacks = []
     try:
         x = Inputs(sample, "tpu", variant, ref, on_host)
@@ -377,14 +388,14 @@ def nonfinite_positions(shape):
 
 
 def inject_nonfinite(sample, values):
-    """A copy of `sample` (input, args, kwargs) whose floating tensors hold `values` at
+    """A copy of `sample` (input, args, kwargs) whose floating (strided) tensors hold `values` at
     nonfinite_positions (rotated by one per tensor, see NONFINITE), or None when it has no
-    non-empty floating tensor."""
+    non-empty one."""
     import types
     hit = []
 
     def put(t):
-        if not t.is_floating_point() or t.numel() == 0:
+        if not t.is_floating_point() or t.numel() == 0 or t.layout != torch.strided:
             return t
         t = t.detach().clone()
         for j, pos in enumerate(nonfinite_positions(t.shape)):
@@ -481,6 +492,7 @@ def run_error_case(op, sample, seed, on_host=frozenset()):
         expected = e
     else:
         return "cpu-invalid", "the CPU call did not raise", []
+    cpu_done()
     try:
         side = error_side(sample, "tpu", on_host)
     except Exception as e:
@@ -618,8 +630,9 @@ def tier_entries(tier):
 
 def worker():
     """Child process: reads a job {tier, ops, dtypes, samples, skip} as JSON on stdin and writes
-    JSON lines on its (private) stdout: {"ready"}, {"start": id} before each case, {"record": ...}
-    after it, {"done": op} after each op (or module). Anything else printed goes to stderr."""
+    JSON lines on its (private) stdout: {"ready"}, {"start": id} before each case, {"cpu_done"}
+    once its CPU side has run, {"record": ...} after it, {"done": op} after each op (or module).
+    Anything else printed goes to stderr."""
     import warnings
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # stray prints (Python or C) must not corrupt the protocol
@@ -636,6 +649,9 @@ def worker():
             return False
         emit(start=cid)
         return True
+
+    global _cpu_done_hook
+    _cpu_done_hook = lambda: emit(cpu_done=True)  # noqa: E731
 
     emit(ready=True)
     for name in job["ops"]:
@@ -654,7 +670,8 @@ def _read_lines(stream, lines):
 
 def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op_done):
     """One child process over the `remaining` op names (removed as they finish). Returns None when
-    it got through them all, else (id of the case it was running or None, "crash ..."/"timeout")."""
+    it got through them all, else (id of the case it was running or None, "crash ..."/"timeout",
+    whether the case's CPU side had completed)."""
     child = subprocess.Popen([sys.executable, "-m", "torch_pjrt.compat", "worker"],
                              env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1"), text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -662,14 +679,14 @@ def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op
     child.stdin.close()
     lines = queue.Queue()
     threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
-    current, ready, wait = None, False, timeout + 120  # the first message waits for imports too
+    current, on_cpu, ready, wait = None, False, False, timeout + 120  # the first waits for imports too
     while True:
         try:
             line = lines.get(timeout=wait)
         except queue.Empty:
             child.kill()
             child.wait()
-            return current, f"timeout (> {timeout:g} s)"
+            return current, f"timeout (> {timeout:g} s)", on_cpu
         if line is None:  # the child exited
             code = child.wait()
             if not remaining:
@@ -677,12 +694,14 @@ def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op
             if not ready:
                 raise RuntimeError(f"the compat worker exited ({code}) before it was ready; "
                                    "run `python -m torch_pjrt.compat worker` to see why")
-            return current, (f"crash (signal {-code})" if code < 0 else f"crash (exit {code})")
+            return current, (f"crash (signal {-code})" if code < 0 else f"crash (exit {code})"), on_cpu
         msg = json.loads(line) if line.startswith("{") else {}
         wait = timeout
         ready = ready or "ready" in msg
         if "start" in msg:
-            current = msg["start"]
+            current, on_cpu = msg["start"], True
+        elif "cpu_done" in msg:
+            on_cpu = False
         elif "record" in msg:
             on_record(msg["record"])
             current = None
@@ -694,17 +713,26 @@ def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op
 
 def drive(ops, dtypes, samples, timeout, on_record, on_op_done, tier="clean"):
     """Runs `ops` (names of the tier's entries: OpInfos, or ModuleInfos for "modules") in child
-    processes. The case a child crashed or timed out on is recorded as a failure and skipped by
-    the next child; an op that does it too often (or outside a case) is abandoned."""
-    remaining, skip, crashes = list(ops), [], collections.Counter()
+    processes. The case a child crashed or timed out on is recorded as a failure (as cpu-invalid
+    when it was still on its CPU side) and skipped by the next child; an op that does it too often
+    (or outside a case) is abandoned."""
+    remaining, skip, crashes, seen = list(ops), [], collections.Counter(), set()
+
+    def record(rec):  # a child after a crash runs the op's earlier cases again: keep the first
+        cid = case_id(rec["op"], rec["dtype"], rec["sample"], rec["variant"])
+        if cid not in seen:
+            seen.add(cid)
+            on_record(rec)
+
     while remaining:
-        lost = _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op_done)
+        lost = _run_child(tier, remaining, dtypes, samples, skip, timeout, record, on_op_done)
         if lost is None:
             break
-        current, why = lost
+        current, why, on_cpu = lost
         name, dtype, index, variant = (current or case_id(remaining[0], "*", -1, "*")).split("|")
-        on_record(dict(op=name, variant=variant, dtype=dtype, sample=int(index),
-                       status="fail", reason=why, fallbacks=[]))
+        status, why = ("cpu-invalid", f"the CPU call: {why}") if current and on_cpu else ("fail", why)
+        record(dict(op=name, variant=variant, dtype=dtype, sample=int(index),
+                    status=status, reason=why, fallbacks=[]))
         crashes[name] += 1
         if current is None or crashes[name] >= MAX_CRASHES_PER_OP:
             remaining.remove(name)
@@ -1007,6 +1035,8 @@ def main(argv=None):
     models_p.add_argument("--time-limit", type=float, help="seconds: start no model after this")
     models_p.add_argument("--resume", action="store_true",
                           help="keep the results in DIR/models.progress.jsonl; run the rest and the cpu-invalid (or only --only)")
+    models_p.add_argument("--no-compile", action="store_true",
+                          help="skip the torch.compile(backend='tpu') check of the models that match eagerly")
     models_p.add_argument("--out", default=os.path.join(ROOT, "compat"), help="directory for models.json")
     models_p.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"), help="markdown report path")
     sub.add_parser("worker", help=argparse.SUPPRESS)
@@ -1030,7 +1060,7 @@ def main(argv=None):
         os.makedirs(args.out, exist_ok=True)
         doc = compat_models.run(args.suites.split(","), only, limit, args.jobs, args.timeout, command,
                                 os.path.join(args.out, "models.progress.jsonl"), args.shuffle,
-                                args.resume, args.time_limit)
+                                args.resume, args.time_limit, not args.no_compile)
         path = compat_models.write(doc, args.out)
         write_markdown(args.out, args.md)
         print(f"wrote {path} and {args.md}", file=sys.stderr)

@@ -25,8 +25,8 @@ and statuses (native / fallback with the ops that fell back / fail / cpu-invalid
 sweep's: assert_close with the dtype's default tolerances, widened only by the ModuleInfo's own
 CPU tolerance overrides. A mismatch below float64 also says how far each side lies from the same
 case run in float64 on CPU, on the tensor where they differ most (which side rounding favours
-when the difference is a few ulps of summation order). The cases run in the op sweep's child processes (compat.drive), and go to
-DIR/modules.json and the "Modules" section of COMPAT.md.
+when the difference is a few ulps of summation order). The cases run in the op sweep's child
+processes (compat.drive), and go to DIR/modules.json and the "Modules" section of COMPAT.md.
 """
 import collections
 import copy
@@ -177,6 +177,7 @@ def run_module_case(info, module_input, dtype, mode, variant, seed):
         return None
     except Exception as e:
         return "cpu-invalid", reason_of(e), []
+    compat.cpu_done()
     fallbacks, actual = [], None
     try:
         torch_pjrt.reset_stats()

@@ -228,3 +228,28 @@ def test_reports_keep_the_clean_section_and_add_the_tiers(tmp_path):
     assert "## Modules" in text and "| nn.Linear | fail 1/1: AssertionError: x |" in text
     assert text.index("## Non-finite inputs") < text.index("## Modules")
     assert compat_modules.render_modules(json.loads((tmp_path / "modules.json").read_text())) in text
+
+
+def test_driver_keeps_one_record_per_case_and_blames_the_side_that_crashed(monkeypatch):
+    # two fake children: the first records case 0 and dies on case 1 while still on its CPU side,
+    # the second (which reruns the op's cases but the skipped one) records 0 again, then 2 and 3,
+    # and dies on 4 on the device side; the third finishes
+    def rec(i):
+        return dict(op="op", variant="nan", dtype="float32", sample=i, status="native", reason="", fallbacks=[])
+    runs = iter([([0], "op|float32|1|nan", True), ([0, 2, 3], "op|float32|4|nan", False), ([5], None, None)])
+
+    def fake_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op_done):
+        done, current, on_cpu = next(runs)
+        for i in done:
+            on_record(rec(i))
+        if current is None:
+            remaining.remove("op")
+            on_op_done("op")
+            return None
+        return current, "crash (signal 11)", on_cpu
+    monkeypatch.setattr(compat, "_run_child", fake_child)
+    records = []
+    compat.drive(["op"], ["float32"], 8, 60, records.append, lambda name: None, "nonfinite")
+    assert [(r["sample"], r["status"]) for r in records] == [
+        (0, "native"), (1, "cpu-invalid"), (2, "native"), (3, "native"), (4, "fail"), (5, "native")]
+    assert records[1]["reason"] == "the CPU call: crash (signal 11)" and records[4]["reason"] == "crash (signal 11)"
