@@ -103,8 +103,9 @@ struct tp_op_def {
 extern const tp_op_def_t tp_op_table[];
 extern const int tp_op_count;
 /* Binary search by functional, in-place or out name; returns the index or -1.
- * *out_variant: 0 functional, 1 in-place, 2 out. */
-int tp_op_lookup(const char *name, int *out_variant);
+ * *out_variant (may be NULL) says which of the row's forms |name| is. */
+typedef enum { TP_VARIANT_FUNCTIONAL, TP_VARIANT_INPLACE, TP_VARIANT_OUT } tp_op_variant_t;
+int tp_op_lookup(const char *name, tp_op_variant_t *out_variant);
 
 /* Shared helpers for emitters and infer functions. */
 tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta_t *out);

@@ -19,13 +19,13 @@ const tp_op_def_t tp_op_table[] = {
 };
 const int tp_op_count = (int)(sizeof(tp_op_table) / sizeof(tp_op_table[0]));
 
-int tp_op_lookup(const char *name, int *out_variant) {
+int tp_op_lookup(const char *name, tp_op_variant_t *out_variant) {
   int lo = 0, hi = tp_op_count - 1;
   while (lo <= hi) {
     int mid = (lo + hi) / 2;
     int c = strcmp(name, tp_op_table[mid].name);
     if (c == 0) {
-      if (out_variant) *out_variant = 0;
+      if (out_variant) *out_variant = TP_VARIANT_FUNCTIONAL;
       return mid;
     }
     if (c < 0) hi = mid - 1; else lo = mid + 1;
@@ -33,11 +33,11 @@ int tp_op_lookup(const char *name, int *out_variant) {
   for (int i = 0; i < tp_op_count; i++) {
     const tp_op_def_t *d = &tp_op_table[i];
     if (d->inplace && strcmp(name, d->inplace) == 0) {
-      if (out_variant) *out_variant = 1;
+      if (out_variant) *out_variant = TP_VARIANT_INPLACE;
       return i;
     }
     if (d->out && strcmp(name, d->out) == 0) {
-      if (out_variant) *out_variant = 2;
+      if (out_variant) *out_variant = TP_VARIANT_OUT;
       return i;
     }
   }

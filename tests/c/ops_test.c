@@ -9,10 +9,10 @@
 static void test_table(void) {
   for (int i = 1; i < tp_op_count; i++) CHECK(strcmp(tp_op_table[i - 1].name, tp_op_table[i].name) < 0);
   for (int i = 0; i < tp_op_count; i++) {
-    int v = -1;
-    CHECK(tp_op_lookup(tp_op_table[i].name, &v) == i && v == 0);
-    if (tp_op_table[i].inplace) CHECK(tp_op_lookup(tp_op_table[i].inplace, &v) == i && v == 1);
-    if (tp_op_table[i].out) CHECK(tp_op_lookup(tp_op_table[i].out, &v) == i && v == 2);
+    tp_op_variant_t v = (tp_op_variant_t)-1;
+    CHECK(tp_op_lookup(tp_op_table[i].name, &v) == i && v == TP_VARIANT_FUNCTIONAL);
+    if (tp_op_table[i].inplace) CHECK(tp_op_lookup(tp_op_table[i].inplace, &v) == i && v == TP_VARIANT_INPLACE);
+    if (tp_op_table[i].out) CHECK(tp_op_lookup(tp_op_table[i].out, &v) == i && v == TP_VARIANT_OUT);
   }
   CHECK(tp_op_lookup("no_such_op", NULL) == -1);
 }

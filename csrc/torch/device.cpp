@@ -1,0 +1,322 @@
+// The device interface: errors and dtypes shared by the glue, the device state, the allocator,
+// events over the in-order device queue, the device guard, the generator and the PrivateUse1
+// hooks. See glue.h.
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "torch/glue.h"
+
+namespace tp_glue {
+
+// ---- errors ----
+
+void throw_status(tp_status_t* st) {
+  std::string msg = tp_status_message(st);
+  tp_status_code_t code = tp_status_code(st);
+  tp_status_free(st);
+  if (code == TP_RESOURCE_EXHAUSTED)
+    throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
+  // The exception types PyTorch's CPU kernels raise for the same mistakes.
+  if (code == TP_UNIMPLEMENTED) TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+  if (code == TP_OUT_OF_RANGE) TORCH_CHECK_INDEX(false, msg);
+  TORCH_CHECK(false, msg);
+}
+
+std::string g_init_error = "torch_pjrt was not imported";
+
+tp_client_t* client() {
+  tp_client_t* c = tp_eager_client();
+  TORCH_CHECK(c, "the tpu device is unavailable: ", g_init_error);
+  return c;
+}
+
+// ---- dtypes and views ----
+
+tp_dtype_t to_tp(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return TP_DTYPE_BOOL;
+    case c10::kByte: return TP_DTYPE_U8;
+    case c10::kChar: return TP_DTYPE_I8;
+    case c10::kShort: return TP_DTYPE_I16;
+    case c10::kInt: return TP_DTYPE_I32;
+    case c10::kLong: return TP_DTYPE_I64;
+    case c10::kHalf: return TP_DTYPE_F16;
+    case c10::kBFloat16: return TP_DTYPE_BF16;
+    case c10::kFloat: return TP_DTYPE_F32;
+    case c10::kDouble: return TP_DTYPE_F64;
+    case c10::kComplexFloat: return TP_DTYPE_C64;
+    case c10::kComplexDouble: return TP_DTYPE_C128;
+    default: return TP_DTYPE_INVALID;
+  }
+}
+
+c10::ScalarType from_tp(tp_dtype_t t) {
+  static const c10::ScalarType map[] = {c10::kBool, c10::kByte, c10::kChar, c10::kShort,
+                                        c10::kInt,  c10::kLong, c10::kHalf, c10::kBFloat16,
+                                        c10::kFloat, c10::kDouble, c10::kComplexFloat,
+                                        c10::kComplexDouble};
+  return map[t];
+}
+
+tp_storage_t* storage_of(const at::Tensor& t) {
+  return static_cast<tp_storage_t*>(t.storage().data_ptr().get_context());
+}
+
+bool make_view(const at::Tensor& t, tp_view_t* v) {
+  tp_dtype_t dt = to_tp(t.scalar_type());
+  if (dt == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;
+  v->storage = storage_of(t);
+  if (!v->storage) return false;
+  v->dtype = dt;
+  v->ndim = static_cast<int>(t.dim());
+  for (int i = 0; i < v->ndim; i++) {
+    v->sizes[i] = t.size(i);
+    v->strides[i] = t.stride(i);
+  }
+  v->offset = t.storage_offset();
+  return true;
+}
+
+tp_view_t view_or_throw(const at::Tensor& t, const char* what) {
+  tp_view_t v;
+  TORCH_CHECK_NOT_IMPLEMENTED(make_view(t, &v), what, ": tpu tensors of dtype ", t.scalar_type(),
+                              " with ", t.dim(), " dims are not supported");
+  return v;
+}
+
+// ---- device state ----
+
+thread_local c10::DeviceIndex g_current_device = 0;
+
+c10::DeviceIndex device_count() {
+  tp_client_t* c = tp_eager_client();
+  return c ? static_cast<c10::DeviceIndex>(tp_client_device_count(c)) : 0;
+}
+
+void check_device_index(c10::DeviceIndex d) {
+  TORCH_CHECK(d >= 0 && d < device_count(), "tpu device index ", static_cast<int>(d),
+              " is out of range: ", static_cast<int>(device_count()), " tpu device(s) available");
+}
+
+// ---- allocator ----
+
+namespace {
+
+void release_storage(void* ctx) { tp_storage_release(static_cast<tp_storage_t*>(ctx)); }
+
+struct TpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DeviceIndex dev = g_current_device;
+    tp_storage_t* s = nullptr;
+    check(tp_storage_create(client(), dev, nbytes, &s));
+    return {s->addr, s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "tpu memory cannot be copied by the host; use Tensor.copy_");
+  }
+};
+TpuAllocator g_allocator;
+
+}  // namespace
+
+c10::Allocator& allocator() { return g_allocator; }
+
+namespace {
+
+// ---- events over the in-order device queue ----
+
+struct Marker {
+  tp_marker_t m;
+};
+
+// ---- device guard ----
+
+struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
+  DeviceType type() const override { return DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.index() >= 0) g_current_device = d.index();
+    return old;
+  }
+  c10::Device getDevice() const override { return {DeviceType::PrivateUse1, g_current_device}; }
+  void setDevice(c10::Device d) const override {
+    check_device_index(d.index());
+    g_current_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    if (d.index() >= 0) g_current_device = d.index();
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {
+    if (!*event) *event = new Marker();
+    tp_client_mark(client(), &static_cast<Marker*>(*event)->m);
+  }
+  void block(void*, const c10::Stream&) const override {
+    // One in-order queue per device: work enqueued after this point already follows the event.
+  }
+  bool queryEvent(void* event) const override {
+    return !event || tp_client_marker_done(client(), &static_cast<Marker*>(event)->m);
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<Marker*>(event);
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event) check(tp_client_marker_wait(client(), &static_cast<Marker*>(event)->m));
+  }
+  double elapsedTime(void* a, void* b, const c10::DeviceIndex) const override {
+    TORCH_CHECK(a && b, "elapsed_time: both events must be recorded first");
+    auto* ma = static_cast<Marker*>(a);
+    auto* mb = static_cast<Marker*>(b);
+    check(tp_client_marker_wait(client(), &mb->m));
+    return (tp_client_marker_time(client(), &mb->m) - tp_client_marker_time(client(), &ma->m)) /
+           1e6;
+  }
+  bool queryStream(const c10::Stream&) const override {
+    tp_marker_t m;
+    tp_client_mark(client(), &m);
+    return tp_client_marker_done(client(), &m);
+  }
+  void synchronizeStream(const c10::Stream&) const override { check(tp_client_synchronize(client())); }
+  void synchronizeDevice(const c10::DeviceIndex) const override {
+    check(tp_client_synchronize(client()));
+  }
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+};
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuard);
+
+// ---- generator ----
+
+struct TpuGenerator final : c10::GeneratorImpl {
+  explicit TpuGenerator(c10::DeviceIndex d)
+      : c10::GeneratorImpl(c10::Device(DeviceType::PrivateUse1, d),
+                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    seed_ = c10::detail::getNonDeterministicRandom();
+    offset_ = 0;
+    return seed_;
+  }
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.numel() == 16 && state.dtype() == at::kByte,
+                "tpu RNG state must be a uint8 tensor of 16 bytes");
+    const auto* p = static_cast<const uint64_t*>(state.data());
+    seed_ = p[0];
+    offset_ = p[1];
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor t = at::empty({16}, at::kByte);
+    auto* p = t.data_ptr<uint8_t>();
+    std::memcpy(p, &seed_, 8);
+    std::memcpy(p + 8, &offset_, 8);
+    return t.getIntrusivePtr();
+  }
+  TpuGenerator* clone_impl() const override {
+    auto* g = new TpuGenerator(device().index());
+    g->seed_ = seed_;
+    g->offset_ = offset_;
+    return g;
+  }
+  static c10::DeviceType device_type() { return DeviceType::PrivateUse1; }
+
+ private:
+  uint64_t seed_ = 67280421310721ull;
+  uint64_t offset_ = 0;
+};
+
+}  // namespace
+
+const at::Generator& default_generator(c10::DeviceIndex d) {
+  static std::vector<at::Generator> gens;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::DeviceIndex n = std::max<c10::DeviceIndex>(device_count(), 1);
+    for (c10::DeviceIndex i = 0; i < n; i++) {
+      gens.push_back(at::make_generator<TpuGenerator>(i));
+      gens.back().set_current_seed(c10::detail::getNonDeterministicRandom());
+    }
+  });
+  if (d < 0) d = g_current_device;
+  check_device_index(d);
+  return gens[d];
+}
+
+// ---- hooks ----
+
+namespace {
+
+struct TpuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return device_count(); }
+  void setCurrentDevice(c10::DeviceIndex d) const override {
+    check_device_index(d);
+    g_current_device = d;
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return g_current_device; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    c10::DeviceIndex old = g_current_device;
+    g_current_device = d;
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    return default_generator(d);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return at::make_generator<TpuGenerator>(d < 0 ? g_current_device : d);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return {DeviceType::PrivateUse1, g_current_device};
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+};
+
+}  // namespace
+
+void install_device() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::SetAllocator(DeviceType::PrivateUse1, &g_allocator);
+    at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+  });
+}
+
+int64_t next_random_key(const std::optional<at::Generator>& given, c10::DeviceIndex device) {
+  at::Generator gen = given && given->defined() ? *given : default_generator(device);
+  TORCH_CHECK(gen.device().type() == DeviceType::PrivateUse1,
+              "Expected a 'tpu' device type for generator but found '", gen.device().type(), "'");
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  uint64_t seed = gen.current_seed(), offset = gen.get_offset();
+  gen.set_offset(offset + 1);
+  return static_cast<int64_t>(seed * 6364136223846793005ull + offset * 1442695040888963407ull + 1);
+}
+
+}  // namespace tp_glue

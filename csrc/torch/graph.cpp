@@ -1,0 +1,205 @@
+// The graph object of the torch.compile backend: Python names a graph's values with meta
+// tensors, adds ATen nodes (described as the table kernel describes a call) and runs the graph on
+// tpu tensors as one program. See glue.h.
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <unordered_map>
+
+#include "torch/glue.h"
+
+extern "C" {
+#include "eager/graph.h"
+}
+
+namespace tp_glue {
+
+// ---- whole graphs (the torch.compile backend) ----
+
+std::atomic<int64_t> g_graph_runs{0}, g_graph_compiles{0};
+
+int64_t graph_runs() { return g_graph_runs.load(); }
+int64_t graph_compiles() { return g_graph_compiles.load(); }
+void reset_graph_stats() {
+  g_graph_runs = 0;
+  g_graph_compiles = 0;
+}
+
+// A graph under construction and its runs. Python names values with meta tensors: each graph
+// input and node output is one, and passing it back as an argument refers to that value.
+struct Graph {
+  tp_graph_t* g = nullptr;
+  std::unordered_map<const c10::TensorImpl*, int> ids;
+  std::vector<at::Tensor> values;  // keeps the naming tensors alive
+  std::vector<int> outputs;
+
+  Graph() { check(tp_graph_create(&g)); }
+  ~Graph() { tp_graph_free(g); }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  at::Tensor name_value(int v) {
+    const tp_meta_t* m = tp_graph_value_meta(g, v);
+    TORCH_CHECK(m, "graph: bad value");
+    at::Tensor t = at::empty(c10::IntArrayRef(m->sizes, m->ndim),
+                             at::TensorOptions().dtype(from_tp(m->dtype)).device(at::kMeta));
+    ids[t.unsafeGetTensorImpl()] = v;
+    values.push_back(t);
+    return t;
+  }
+
+  at::Tensor input(c10::ScalarType dtype, std::vector<int64_t> sizes) {
+    tp_meta_t m{};
+    m.dtype = to_tp(dtype);
+    TORCH_CHECK_NOT_IMPLEMENTED(m.dtype != TP_DTYPE_INVALID && sizes.size() <= TP_MAX_DIMS,
+                                "graph input of dtype ", dtype, " and ", sizes.size(), " dims");
+    m.ndim = static_cast<int>(sizes.size());
+    std::copy(sizes.begin(), sizes.end(), m.sizes);
+    int v = tp_graph_input(g, &m);
+    TORCH_CHECK(v >= 0, "graph: out of host memory");
+    return name_value(v);
+  }
+
+  // Adds a call of ATen op |op| (an OpOverload); returns the meta tensors of its outputs, or the
+  // reason it has no native lowering (a str): the caller then runs it eagerly.
+  py::object node(const py::object& op, const py::args& args, const py::kwargs& kwargs) {
+    const c10::FunctionSchema& schema = py::cast<const c10::FunctionSchema&>(op.attr("_schema"));
+    const std::string& full = schema.name();
+    if (full.rfind("aten::", 0) != 0) return py::str("not an aten op");
+    std::string name = full.substr(6);
+    if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+    tp_op_variant_t variant = TP_VARIANT_FUNCTIONAL;
+    int opi = tp_op_lookup(name.c_str(), &variant);
+    if (opi < 0 || variant != TP_VARIANT_FUNCTIONAL) return py::str("no native lowering");
+    // A Python number where the schema wants a Tensor (add.Tensor(x, 1) in a traced graph) is a
+    // wrapped number, as the eager dispatcher makes it.
+    py::list fixed;
+    for (size_t i = 0; i < args.size(); i++) {
+      py::handle a = args[i];
+      bool want_tensor = i < schema.arguments().size() &&
+                         schema.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
+      if (want_tensor && (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a) ||
+                          py::isinstance<py::float_>(a))) {
+        c10::Scalar sc = py::isinstance<py::bool_>(a)  ? c10::Scalar(a.cast<bool>())
+                         : py::isinstance<py::int_>(a) ? c10::Scalar(a.cast<int64_t>())
+                                                       : c10::Scalar(a.cast<double>());
+        at::Tensor t = c10::scalar_to_tensor(sc);
+        t.unsafeGetTensorImpl()->set_wrapped_number(true);
+        fixed.append(py::cast(t));
+      } else {
+        fixed.append(a);
+      }
+    }
+    torch::jit::Stack stack = torch::jit::createStackForSchema(
+        schema, py::tuple(fixed), kwargs, std::nullopt);
+    tp_eager_arg_t eargs[TP_MAX_ARGS];
+    at::Tensor earg_tensor[TP_MAX_ARGS];
+    std::optional<at::Generator> generator;
+    int ne = 0;
+    if (!convert_call(arg_roles(schema), stack, stack.size(), true, eargs, earg_tensor, &ne,
+                      &generator))
+      return py::str("arguments not describable natively");
+    if (generator) return py::str("an explicit generator");
+    tp_op_arg_t a[TP_MAX_ARGS];
+    int vals[TP_MAX_ARGS];
+    for (int i = 0; i < ne; i++) {
+      a[i] = eargs[i].arg;
+      vals[i] = -1;
+      if (a[i].kind != TP_ARG_TENSOR) continue;
+      auto it = ids.find(earg_tensor[i].unsafeGetTensorImpl());
+      if (it == ids.end()) return py::str("a tensor argument that is not a graph value");
+      vals[i] = it->second;
+    }
+    tp_meta_t metas[TP_MAX_OUTS];
+    int n_out = 0, first = 0;
+    tp_status_t* st = tp_graph_node(g, opi, a, vals, ne, metas, &n_out, &first);
+    if (st) {
+      std::string msg = tp_status_message(st);
+      tp_status_free(st);
+      return py::str(msg);
+    }
+    py::list outs;
+    for (int k = 0; k < n_out; k++) outs.append(name_value(first + k));
+    return outs;
+  }
+
+  void set_outputs(const std::vector<at::Tensor>& outs) {
+    outputs.clear();
+    for (const at::Tensor& t : outs) {
+      auto it = ids.find(t.unsafeGetTensorImpl());
+      TORCH_CHECK(it != ids.end(), "graph output is not a value of this graph");
+      outputs.push_back(it->second);
+    }
+    check(tp_graph_set_outputs(g, outputs.data(), static_cast<int>(outputs.size())));
+  }
+
+  // Runs on tpu tensors (views allowed); returns fresh dense outputs.
+  // |into|: per output, None or a tensor to receive it in place (a mutated graph input: its
+  // storage takes the result's buffer, no copy). A usable |into| tensor is dense, of the output's
+  // dtype and shape, and the whole of its storage; for it the returned entry is None, else the
+  // caller gets a fresh tensor to copy from.
+  std::vector<std::optional<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
+                                             const std::vector<std::optional<at::Tensor>>& into) {
+    TORCH_CHECK(into.empty() || into.size() == outputs.size(), "graph: expected ",
+                outputs.size(), " output targets, got ", into.size());
+    TORCH_CHECK(static_cast<int>(inputs.size()) == tp_graph_input_count(g), "graph: expected ",
+                tp_graph_input_count(g), " inputs, got ", inputs.size());
+    c10::DeviceIndex device = g_current_device;
+    std::vector<tp_view_t> views(inputs.size() + 1);
+    for (size_t i = 0; i < inputs.size(); i++) {
+      TORCH_CHECK(inputs[i].device().type() == DeviceType::PrivateUse1,
+                  "graph input ", i, " is on ", inputs[i].device(), ", expected a tpu tensor");
+      if (i == 0) device = inputs[i].device().index();
+      views[i] = view_or_throw(inputs[i], "graph input");
+    }
+    c10::Device dev(DeviceType::PrivateUse1, device);
+    std::vector<int64_t> keys(tp_graph_random_count(g) + 1);
+    for (int r = 0; r < tp_graph_random_count(g); r++) keys[r] = next_random_key(std::nullopt, device);
+    std::vector<std::optional<at::Tensor>> outs;
+    std::vector<tp_storage_t*> out_storages;
+    {
+      c10::DeviceGuard guard(dev);
+      for (size_t k = 0; k < outputs.size(); k++) {
+        const tp_meta_t* m = tp_graph_value_meta(g, outputs[k]);
+        c10::IntArrayRef shape(m->sizes, m->ndim);
+        if (!into.empty() && into[k] && into[k]->defined()) {
+          const at::Tensor& t = *into[k];
+          if (t.device() == dev && to_tp(t.scalar_type()) == m->dtype && t.sizes() == shape &&
+              t.is_contiguous() && t.storage_offset() == 0 &&
+              t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size()) {
+            out_storages.push_back(storage_of(t));
+            outs.emplace_back(std::nullopt);
+            continue;
+          }
+        }
+        outs.emplace_back(at::empty(shape, at::TensorOptions().dtype(from_tp(m->dtype)).device(dev)));
+        out_storages.push_back(storage_of(*outs.back()));
+      }
+    }
+    out_storages.push_back(nullptr);
+    int compiled = 0;
+    tp_status_t* st;
+    {
+      py::gil_scoped_release no_gil;
+      st = tp_graph_run(g, device, views.data(), keys.data(), out_storages.data(), &compiled);
+    }
+    check(st);
+    g_graph_runs++;
+    if (compiled) g_graph_compiles++;
+    return outs;
+  }
+};
+
+void register_graph(py::module& m) {
+  py::class_<Graph>(m, "Graph")
+      .def(py::init<>())
+      .def("input", &Graph::input)
+      .def("node", &Graph::node)
+      .def("set_outputs", &Graph::set_outputs)
+      .def("run", &Graph::run, py::arg("inputs"), py::arg("into") = std::vector<std::optional<at::Tensor>>{})
+      .def_property_readonly("node_count", [](const Graph& g) { return tp_graph_node_count(g.g); })
+      .def_property_readonly("random_count", [](const Graph& g) { return tp_graph_random_count(g.g); });
+}
+
+}  // namespace tp_glue

@@ -1,0 +1,139 @@
+// The Python module torch_pjrt._C: initialization, counters, reports and the device calls
+// torch.tpu makes. See glue.h.
+#include <torch/csrc/utils/pybind.h>
+
+#include "torch/glue.h"
+
+extern "C" {
+#include "runtime/executable.h"
+}
+
+namespace tp_glue {
+
+void register_graph(py::module& m);  // graph.cpp
+
+namespace {
+
+void init(const std::string& plugin, const std::string& cache_dir, int64_t capacity,
+          bool blocking) {
+  char* warning = nullptr;
+  check(tp_eager_init(plugin.c_str(), cache_dir.c_str(), static_cast<size_t>(capacity), &warning));
+  if (warning) {
+    TORCH_WARN("tpu: on-disk executable cache disabled: ", warning);
+    free(warning);
+  }
+  tp_eager_set_blocking(blocking);
+  install_device();
+}
+
+py::dict stats() {
+  tp_runtime_stats_t s;
+  tp_runtime_stats(&s);
+  py::dict d;
+  d["compiles"] = s.compiles;
+  d["memory_cache_hits"] = s.memory_cache_hits;
+  d["disk_cache_hits"] = s.disk_cache_hits;
+  d["executes"] = s.executes;
+  d["compile_seconds"] = s.compile_seconds;
+  py::dict fb;
+  for (const auto& [name, n] : fallback_counts()) fb[py::str(name)] = n;
+  d["fallbacks"] = fb;
+  d["graph_runs"] = graph_runs();
+  d["graph_compiles"] = graph_compiles();
+  tp_exec_cache_t* c = tp_eager_cache();
+  d["cached_executables"] = c ? tp_exec_cache_size(c) : 0;
+  return d;
+}
+
+void reset_stats() {
+  tp_runtime_stats_reset();
+  reset_graph_stats();
+  reset_fallback_counts();
+}
+
+py::list native_ops() {
+  py::list l;
+  for (int i = 0; i < tp_op_count; i++) {
+    if (tp_op_table[i].flags & TP_OPF_GRAPH) continue;
+    l.append(tp_op_table[i].name);
+    if (tp_op_table[i].inplace) l.append(tp_op_table[i].inplace);
+    if (tp_op_table[i].out) l.append(tp_op_table[i].out);
+  }
+  return l;
+}
+
+py::dict plugin_info() {
+  tp_client_t* c = client();
+  py::dict d;
+  int major, minor;
+  tp_client_api_version(c, &major, &minor);
+  d["platform"] = tp_client_platform_name(c);
+  d["platform_version"] = tp_client_platform_version(c);
+  d["plugin_path"] = tp_client_plugin_path(c);
+  d["pjrt_api_version"] = py::make_tuple(major, minor);
+  py::list devs;
+  for (int i = 0; i < tp_client_device_count(c); i++) devs.append(tp_client_device_kind(c, i));
+  d["devices"] = devs;
+  d["cache_dir"] = tp_exec_cache_dir(tp_eager_cache());
+  return d;
+}
+
+}  // namespace
+}  // namespace tp_glue
+
+PYBIND11_MODULE(_C, m) {
+  using namespace tp_glue;
+  m.doc() = "torch_pjrt native core";
+  m.def("init", &init, py::arg("plugin"), py::arg("cache_dir"), py::arg("cache_capacity"),
+        py::arg("blocking"));
+  m.def("initialized", [] { return tp_eager_client() != nullptr; });
+  m.def("set_init_error", [](const std::string& e) { g_init_error = e; });
+  m.def("stats", &stats);
+  m.def("reset_stats", &reset_stats);
+  m.def("native_ops", &native_ops);
+  m.def("cpu_routed_ops", &cpu_routed_ops);
+  m.def("graph_ops", [] {  // rows only whole graphs use (views, factories)
+    py::list l;
+    for (int i = 0; i < tp_op_count; i++)
+      if (tp_op_table[i].flags & TP_OPF_GRAPH) l.append(tp_op_table[i].name);
+    return l;
+  });
+  m.def("plugin_info", &plugin_info);
+  m.def("set_strict", &set_strict);
+  m.def("strict", &strict);
+  m.def("set_fallback_warnings", &set_fallback_warnings);
+  m.def("set_blocking", [](bool on) { tp_eager_set_blocking(on); });
+  m.def("device_count", [] { return static_cast<int>(device_count()); });
+  m.def("current_device", [] { return static_cast<int>(g_current_device); });
+  m.def("set_device", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
+    g_current_device = static_cast<c10::DeviceIndex>(d);
+  });
+  m.def("synchronize", [] {
+    py::gil_scoped_release no_gil;
+    check(tp_client_synchronize(client()));
+  });
+  m.def("device_name", [](int d) { return std::string(tp_client_device_kind(client(), d)); });
+  m.def("memory_allocated", [](int d) { return tp_storage_bytes_in_use(d); });
+  m.def("max_memory_allocated", [](int d) { return tp_storage_peak_bytes(d); });
+  m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(d); });
+  m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
+  m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
+  m.def("set_cache_capacity", [](int64_t n) {
+    tp_exec_cache_set_capacity(tp_eager_cache(), static_cast<size_t>(n));
+  });
+  m.def("clear_cache", [] { tp_exec_cache_clear(tp_eager_cache()); });
+  m.def("default_generator", [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
+  // Compiles MLIR text with the plugin and discards the result: lets tests and tools check how
+  // a plugin error (its diagnostics) reaches Python.
+  m.def("_compile", [](const std::string& mlir) {
+    tp_executable_t* exe = nullptr;
+    check(tp_executable_compile(client(), mlir.c_str(), mlir.size(), &exe));
+    tp_executable_release(exe);
+  });
+  register_graph(m);
+  m.def("storage_buffer_dtype", [](const at::Tensor& t) {
+    tp_storage_t* s = storage_of(t);
+    return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();
+  });
+}
