@@ -1,5 +1,6 @@
-/* Convolution family: convolution_overrideable (1-3 spatial dims, stride, padding, dilation,
- * groups, transposed) and convolution_backward_overrideable, as stablehlo.convolution. Grouped
+/* Convolution family: convolution (1-3 spatial dims, stride, padding, dilation, groups,
+ * transposed) and convolution_backward (code 1: its bias_sizes argument, dropped by infer), as
+ * stablehlo.convolution. Grouped
  * or transposed backward falls back to CPU (UNIMPLEMENTED). Half types accumulate in f32. */
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +43,7 @@ static const char *spec(int ns, const char *lhs, const char *rhs, const char *ou
   return buf;
 }
 
-/* convolution_overrideable(input, weight, bias?, stride, padding, dilation, transposed,
+/* convolution(input, weight, bias?, stride, padding, dilation, transposed,
  * output_padding, groups) */
 tp_status_t *tp_infer_conv(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                            int *n_out) {
@@ -140,12 +141,13 @@ void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
   out[0] = tp_hlo_convert(b, r, out_meta->dtype);
 }
 
-/* convolution_backward_overrideable(grad_output, input, weight, stride, padding, dilation,
- * transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias) */
+/* convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding, dilation,
+ * transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias);
+ * code 0 reads the form without bias_sizes (as convolution_backward_overrideable has it). */
 tp_status_t *tp_infer_conv_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                     tp_meta_t *out, int *n_out) {
   if (op->code == 1 && n_args >= 11) {
-    /* convolution_backward: drop bias_sizes (argument 3), the rest is the overrideable form. */
+    /* Drop bias_sizes (argument 3): the rest is the code-0 form. */
     memmove(&args[3], &args[4], sizeof(args[0]) * (size_t)(n_args - 4));
     memset(&args[n_args - 1], 0, sizeof(args[0]));
   }

@@ -57,15 +57,6 @@ void note_fallback(const std::string& name) {
                "torch_pjrt.fallback_report())");
 }
 
-at::Tensor convolution_on_cpu(const at::Tensor& input, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
-                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-                              c10::IntArrayRef output_padding, int64_t groups);
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_on_cpu(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
-
 // Sparse layouts have no tpu storage: any op that reaches a sparse tpu tensor, or would make one
 // (copying a CPU fallback's sparse result back), ends here with one clear error.
 void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
@@ -137,7 +128,6 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = op_name(op);
   // Ops PyTorch implements for CUDA (or MPS, sparse, quantized tensors) only have no CPU kernel
   // to fall back to: say so, rather than PyTorch's "could not run with the 'CPU' backend".
-  // (The *_overrideable convolutions have a CPU entry, an error kernel: they are served below.)
   TORCH_CHECK_NOT_IMPLEMENTED(
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "tpu: '", name,
       "' has no tpu lowering, and PyTorch has no CPU kernel for it to fall back to",
@@ -145,52 +135,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                                                   : "");
   note_fallback(name);
   generators_to_cpu(op, stack);
-  // A non-CPU backend reaches convolution through *_overrideable ops, which CPU does not
-  // implement: run PyTorch's CPU convolution for them instead.
-  if (name == "convolution_overrideable") {
-    auto a = torch::jit::last(*stack, 9);
-    at::Tensor r = convolution_on_cpu(a[0].toTensor(), a[1].toTensor(), a[2].toOptional<at::Tensor>(),
-                                      a[3].toIntVector(), a[4].toIntVector(), a[5].toIntVector(),
-                                      a[6].toBool(), a[7].toIntVector(), a[8].toInt());
-    torch::jit::drop(*stack, 9);
-    torch::jit::push(*stack, r);
-    return;
-  }
-  if (name == "convolution_backward_overrideable") {
-    auto a = torch::jit::last(*stack, 10);
-    auto mask = a[9].toBoolList();
-    auto r = convolution_backward_on_cpu(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(),
-                                         a[3].toIntVector(), a[4].toIntVector(), a[5].toIntVector(),
-                                         a[6].toBool(), a[7].toIntVector(), a[8].toInt(),
-                                         {mask.get(0), mask.get(1), mask.get(2)});
-    torch::jit::drop(*stack, 10);
-    torch::jit::push(*stack, std::get<0>(r), std::get<1>(r), std::get<2>(r));
-    return;
-  }
   at::native::cpu_fallback(op, stack);
-}
-
-at::Tensor convolution_on_cpu(const at::Tensor& input, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
-                              c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-                              c10::IntArrayRef output_padding, int64_t groups) {
-  std::optional<at::Tensor> b;
-  if (bias && bias->defined()) b = bias->cpu();
-  return at::convolution(input.cpu(), weight.cpu(), b, stride, padding, dilation, transposed,
-                         output_padding, groups)
-      .to(input.device());
-}
-
-std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_on_cpu(
-    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-    c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
-  auto [gi, gw, gb] = at::convolution_backward(
-      grad_output.cpu(), input.cpu(), weight.cpu(), std::vector<int64_t>{bias_size}, stride,
-      padding, dilation, transposed, output_padding, groups, output_mask);
-  auto dev = [&](const at::Tensor& t) { return t.defined() ? t.to(input.device()) : t; };
-  return {dev(gi), dev(gw), dev(gb)};
 }
 
 std::vector<std::string> cpu_routed_ops() {

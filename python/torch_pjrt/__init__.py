@@ -104,8 +104,8 @@ def host_read_ops():
 
 
 def decomposed_ops():
-    """CUDA-only ATen ops (no CPU kernel to fall back to) that run on tpu as PyTorch's
-    decomposition of them."""
+    """ATen ops with no CPU kernel to fall back to (CUDA-only ones, the *_overrideable
+    convolutions) that run on tpu as a decomposition of them."""
     from . import _decompositions
     return _decompositions.decomposed_ops()
 

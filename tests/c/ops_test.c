@@ -277,7 +277,7 @@ static void test_conv_nn_dtypes(void) {
   int n = 0;
   tp_op_arg_t none = {0}, ints = {0};
   ints.kind = TP_ARG_INTS;
-  const tp_op_def_t *cv = op("convolution_overrideable");
+  const tp_op_def_t *cv = op("convolution");
   tp_op_arg_t ca[9] = {tensor(TP_DTYPE_I64, 3, (int64_t[]){2, 3, 7}), tensor(TP_DTYPE_I64, 3, (int64_t[]){4, 3, 2}),
                        none, ints, ints, ints, int_arg(0), ints, int_arg(1)};
   CHECK_OK(cv->infer(cv, ca, 9, out, &n));
