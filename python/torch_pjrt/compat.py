@@ -1036,7 +1036,7 @@ def main(argv=None):
     models_p.add_argument("--resume", action="store_true",
                           help="keep the results in DIR/models.progress.jsonl; run the rest and the cpu-invalid (or only --only)")
     models_p.add_argument("--no-compile", action="store_true",
-                          help="skip the torch.compile(backend='tpu') check of the models that match eagerly")
+                          help="skip the torch.compile(backend='tpu') forward check of each model")
     models_p.add_argument("--out", default=os.path.join(ROOT, "compat"), help="directory for models.json")
     models_p.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"), help="markdown report path")
     sub.add_parser("worker", help=argparse.SUPPRESS)

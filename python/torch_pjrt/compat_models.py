@@ -1,7 +1,9 @@
 """Blind model harness: models nobody wrote for this project, on CPU and on "tpu" from the same weights.
 
     python -m torch_pjrt.compat models [--suites transformers,torchvision,timm] [--only NAME,...]
-                                       [--limit N] [--jobs N] [--timeout S] [--out DIR] [--md PATH]
+                                       [--limit N] [--jobs N] [--timeout S] [--no-compile]
+                                       [--shuffle] [--time-limit S] [--resume]
+                                       [--out DIR] [--md PATH]
 
 Suites, enumerated at run time from the installed packages:
 - transformers: every model type of its config registry that has a base model class. The
@@ -22,6 +24,17 @@ rtol 1e-4, atol 1e-4 scaled by the largest reference magnitude). Each model ends
     fail         exception, mismatch, crash or timeout on the tpu side (first line of the reason)
     cpu-invalid  the tiny config or the dummy inputs do not work on CPU: not counted
     skipped      too large for this harness (parameters over the cap): not counted
+
+Then, unless --no-compile, each model that ran on CPU is compiled from a fresh copy of the same
+weights with torch.compile(model, backend="tpu") and run forward once (eval, no_grad); its
+outputs are compared with CPU's in the same way, and the record's "compiled" entry says
+
+    one program  every graph Dynamo captured became one device program
+    split        some op had no graph lowering and ran eagerly between programs ("splits":
+                 op -> count, with "split_reasons"); Dynamo's graph breaks are counted apart
+    fail         exception, mismatch, crash or timeout of the compiled run (its reason)
+
+A failure there never changes the eager status. The per-model timeout covers both runs.
 
 Models run in worker processes that stream JSON lines back; a worker that crashes or passes the
 per-model timeout is killed, the model is recorded as failed, and a new worker goes on after it.
@@ -270,9 +283,14 @@ def _tensors(tree, prefix="out"):
             yield from _tensors(v, f"{prefix}[{i}]")
 
 
-def _run(model, inputs, seed):
+def _run(model, inputs, seed, backward=True):
     """Forward, then backward of loss + fixed random weights . float outputs. Returns the
-    outputs and the parameter grads, on CPU, as {name: tensor}."""
+    outputs and the parameter grads, on CPU, as {name: tensor}. With backward=False: the
+    forward alone, under no_grad, and its outputs."""
+    if not backward:
+        with torch.no_grad():
+            out = model(**inputs) if isinstance(inputs, dict) else model(inputs)
+        return {k: v.detach().cpu() for k, v in _tensors(out)}
     out = model(**inputs) if isinstance(inputs, dict) else model(inputs)
     outs = dict(_tensors(out))
     scalar = None
@@ -322,8 +340,17 @@ def _to_device(inputs, device):
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
 
 
-def check(build, make_inputs, seed=0):
-    """Builds, runs and compares one model. Returns {status, reason, fallbacks, params}."""
+# Whether check() also compiles the model (set by the worker from the driver's --no-compile);
+# while check_model() collects them, the compiled checks wait in this list until every class
+# of the model has run eagerly.
+COMPILE = True
+_DEFERRED = None
+
+
+def check(build, make_inputs, seed=0, compiled=None):
+    """Builds, runs and compares one model. Returns {status, reason, fallbacks, params}, and for
+    a model that ran on CPU, unless compiled=False (default: COMPILE), a "compiled" entry from
+    check_compiled()."""
     import torch_pjrt
     torch.manual_seed(seed)
     try:
@@ -339,6 +366,7 @@ def check(build, make_inputs, seed=0):
         n = sum(p.numel() for p in model.parameters())
         inputs = make_inputs(model)
         tpu_model = copy.deepcopy(model)
+        compile_model = copy.deepcopy(model) if (COMPILE if compiled is None else compiled) else None
         torch.manual_seed(seed)
         expected = _run(model, inputs, seed)
     except Exception as e:
@@ -355,13 +383,99 @@ def check(build, make_inputs, seed=0):
             _compare(actual, expected)
         except AssertionError as mismatch:
             note = _float64_verdict(model, inputs, seed, actual, expected, mismatch)
+        result = dict(status="fallback" if fallbacks else "native", reason=note, fallbacks=fallbacks, params=n)
     except Exception as e:
         fallbacks = fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
-        return dict(status="fail", reason=reason_of(e), fallbacks=fallbacks, params=n)
-    return dict(status="fallback" if fallbacks else "native", reason=note, fallbacks=fallbacks, params=n)
+        result = dict(status="fail", reason=reason_of(e), fallbacks=fallbacks, params=n)
+    # The compiled check is forward-only: a model that failed eagerly (most often in the
+    # backward) is still compiled, and its entry says whether the forward compiles.
+    del tpu_model
+    actual = None
+    if compile_model is not None:
+        want = {k: v for k, v in expected.items() if not k.startswith("grad.")}
+
+        def job():
+            result["compiled"] = check_compiled(compile_model, inputs, want, seed, model)
+        if _DEFERRED is not None:
+            _DEFERRED.append(job)
+        else:
+            job()
+    return result
 
 
-def _float64_verdict(model, inputs, seed, actual, expected, mismatch):
+def _short_op(name):
+    """'aten.cummax.default' -> 'cummax', 'aten.index.Tensor' -> 'index.Tensor'."""
+    name = name[len("aten."):] if name.startswith("aten.") else name
+    return name[:-len(".default")] if name.endswith(".default") else name
+
+
+def check_compiled(model, inputs, expected, seed, reference=None):
+    """Compiles `model` (a CPU model, moved to tpu here) with torch.compile(backend="tpu"), runs
+    its forward once in eval mode under no_grad and compares the outputs with `expected` (the
+    CPU outputs; float64 decides a float32 mismatch through `reference`, the CPU model).
+    Returns {status, graphs, partitions, graph_breaks, splits, split_reasons, reason}: status
+    "one program" (every captured graph is one device program), "split" (some op ran eagerly
+    between programs) or "fail" (an exception or a mismatch: reason). Dynamo graph breaks,
+    which make several graphs of one forward, are counted apart."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    from torch_pjrt import compile as tpu_compile
+    torch._dynamo.reset()
+    counters.clear()
+    tpu_compile.reset_stats()
+    reason = ""
+    try:
+        model.to("tpu")
+        for p in model.parameters():
+            p.grad = None
+        fn = torch.compile(model, backend="tpu")
+        torch.manual_seed(seed)
+        actual = _run(fn, _to_device(inputs, "tpu"), seed, backward=False)
+        try:
+            _compare(actual, expected)
+        except AssertionError as mismatch:
+            if reference is None:
+                raise
+            _float64_verdict(reference, inputs, seed, actual, expected, mismatch, backward=False)
+    except Exception as e:
+        reason = reason_of(e)
+    s = tpu_compile.stats()
+    breaks = sum(counters["graph_break"].values())
+    torch._dynamo.reset()
+    splits = collections.Counter()
+    for op, k in s["splits"].items():
+        splits[_short_op(op)] += k
+    entry = dict(graphs=s["graphs"], partitions=s["partitions"], graph_breaks=breaks,
+                 splits=dict(splits.most_common()),
+                 split_reasons={_short_op(op): str(why)[:80] for op, why in s["split_reasons"].items()})
+    if not reason and not s["graphs"]:
+        reason = "Dynamo captured no graph: the forward ran eagerly"
+    status = "fail" if reason else "split" if splits else "one program"
+    return dict(status=status, reason=reason, **entry)
+
+
+def merge_compiled(entries):
+    """One compiled entry for the classes of a model that were compiled (a Transformers base
+    model and its head): the worst status, counts summed, `classes` how many."""
+    entries = [e for e in entries if e]
+    if not entries:
+        return None
+    for status in ("fail", "split", "one program"):
+        hit = [e for e in entries if e["status"] == status]
+        if hit:
+            break
+    splits, reasons = collections.Counter(), {}
+    for e in entries:
+        splits.update(e.get("splits", {}))
+        reasons.update(e.get("split_reasons", {}))
+    return dict(status=status, reason=hit[0]["reason"], classes=len(entries),
+                graphs=sum(e.get("graphs", 0) for e in entries),
+                partitions=sum(e.get("partitions", 0) for e in entries),
+                graph_breaks=sum(e.get("graph_breaks", 0) for e in entries),
+                splits=dict(splits.most_common()), split_reasons=reasons)
+
+
+def _float64_verdict(model, inputs, seed, actual, expected, mismatch, backward=True):
     """For a float32 mismatch, the float64 CPU run decides: deep networks accumulate rounding, and
     CPU's float32 result is not always the nearer one. Passes (returning a note) when the tpu
     result is within tolerance of float64 or no further from it than CPU's float32 result is;
@@ -376,7 +490,7 @@ def _float64_verdict(model, inputs, seed, actual, expected, mismatch):
         to64 = (lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
         torch.manual_seed(seed)
         exact = _run(ref, to64(inputs) if isinstance(inputs, torch.Tensor)
-                     else {k: to64(v) for k, v in inputs.items()}, seed)
+                     else {k: to64(v) for k, v in inputs.items()}, seed, backward)
     except Exception:
         raise mismatch from None
     worst = 0.0
@@ -462,28 +576,51 @@ def check_timm(name):
 CHECKERS = {"transformers": check_transformers, "torchvision": check_torchvision, "timm": check_timm}
 
 
-def check_model(suite, name):
-    """The record of one model: {suite, name, status, reason, fallbacks, classes, seconds}."""
+def check_model(suite, name, on_eager=None):
+    """The record of one model: {suite, name, status, reason, fallbacks, classes, seconds} and,
+    when some class ran on CPU and COMPILE is on, "compiled" (merge_compiled of the
+    classes' entries). Every class runs eagerly first; `on_eager` gets that record (without
+    "compiled") before any compiled check starts, so a compile that hangs or crashes the process
+    cannot cost the eager result."""
+    global _DEFERRED
     import warnings
     started = time.time()
     torch.set_default_dtype(torch.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        _DEFERRED = []
         try:
-            parts = CHECKERS[suite](name)
-        except Exception as e:
-            parts = {name: dict(status="cpu-invalid", reason=reason_of(e), fallbacks=[], params=None)}
-    status, reason = _worst(list(parts.values()))
-    fallbacks = sorted({f for p in parts.values() for f in p["fallbacks"]})
-    return dict(suite=suite, name=name, status=status, reason=reason, fallbacks=fallbacks,
-                classes=parts, seconds=round(time.time() - started, 1))
+            try:
+                parts = CHECKERS[suite](name)
+            except Exception as e:
+                parts = {name: dict(status="cpu-invalid", reason=reason_of(e), fallbacks=[], params=None)}
+            status, reason = _worst(list(parts.values()))
+            fallbacks = sorted({f for p in parts.values() for f in p["fallbacks"]})
+            record = dict(suite=suite, name=name, status=status, reason=reason, fallbacks=fallbacks,
+                          classes=parts, seconds=round(time.time() - started, 1))
+            jobs = _DEFERRED
+            if jobs and on_eager:
+                on_eager(record)
+            for job in jobs:
+                job()
+                gc.collect()
+        finally:
+            _DEFERRED = None
+    compiled = merge_compiled([p.get("compiled") for p in parts.values()])
+    if compiled:
+        record["compiled"] = compiled
+        record["seconds"] = round(time.time() - started, 1)
+    return record
 
 
 # ----------------------------------------------------------------------------- worker and driver
 
 def worker():
-    """Child process: reads [[suite, name], ...] as JSON on stdin and writes JSON lines on its
-    private stdout: {"start": [suite, name]} before each model and {"record": ...} after it."""
+    """Child process: reads {"models": [[suite, name], ...], "compile": bool} as JSON on stdin
+    and writes JSON lines on its private stdout: {"start": [suite, name]} before each model,
+    {"eager": ...} when its eager part is done and a compiled part follows, and {"record": ...}
+    after it."""
+    global COMPILE
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -493,9 +630,12 @@ def worker():
         transformers.utils.logging.disable_progress_bar()
     except ImportError:
         pass
-    for suite, name in json.load(sys.stdin):
+    job = json.load(sys.stdin)
+    COMPILE = job["compile"]
+    for suite, name in job["models"]:
         proto.write(json.dumps({"start": [suite, name]}) + "\n")
-        proto.write(json.dumps({"record": check_model(suite, name)}) + "\n")
+        record = check_model(suite, name, lambda rec: proto.write(json.dumps({"eager": rec}) + "\n"))
+        proto.write(json.dumps({"record": record}) + "\n")
         gc.collect()
 
 
@@ -505,20 +645,21 @@ def _read_lines(stream, lines):
     lines.put(None)
 
 
-def _drive(todo, timeout, on_record, deadline=None):
+def _drive(todo, timeout, on_record, deadline=None, compiled=True):
     """Runs the (suite, name) pairs in `todo` through worker processes, one after another; past
-    `deadline` (a time.time() value) it stops after the model in progress."""
+    `deadline` (a time.time() value) it stops after the model in progress. A model whose worker
+    dies or times out in its compiled part keeps its eager result, the compiled entry failed."""
     todo = list(todo)
     while todo and not (deadline and time.time() > deadline):
         child = subprocess.Popen([sys.executable, "-m", "torch_pjrt.compat", "models-worker"],
                                  env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1", HF_HUB_OFFLINE="1"),
                                  text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
-        child.stdin.write(json.dumps(todo))
+        child.stdin.write(json.dumps({"models": todo, "compile": compiled}))
         child.stdin.close()
         lines = queue.Queue()
         threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
-        current, started = None, time.time()
+        current, started, eager = None, time.time(), None
         while True:
             try:
                 line = lines.get(timeout=max(1.0, timeout + 60 - (time.time() - started)) if current is None
@@ -534,11 +675,13 @@ def _drive(todo, timeout, on_record, deadline=None):
                 break
             msg = json.loads(line) if line.startswith("{") else {}
             if "start" in msg:
-                current, started = tuple(msg["start"]), time.time()
+                current, started, eager = tuple(msg["start"]), time.time(), None
+            elif "eager" in msg:
+                eager = msg["eager"]
             elif "record" in msg:
                 on_record(msg["record"])
                 todo.remove((msg["record"]["suite"], msg["record"]["name"]))
-                current = None
+                current = eager = None
                 if deadline and time.time() > deadline:
                     child.kill()
                     child.wait()
@@ -546,12 +689,16 @@ def _drive(todo, timeout, on_record, deadline=None):
         if not todo:
             break
         lost = current or todo[0]
-        on_record(dict(suite=lost[0], name=lost[1], status="fail", reason=why, fallbacks=[],
-                       classes={}, seconds=None))
+        if eager is not None and current is not None:
+            on_record(dict(eager, compiled=dict(status="fail", reason=why, graphs=0, partitions=0,
+                                                graph_breaks=0, splits={}, split_reasons={})))
+        else:
+            on_record(dict(suite=lost[0], name=lost[1], status="fail", reason=why, fallbacks=[],
+                           classes={}, seconds=None))
         todo.remove(lost)
 
 
-def sweep(models, timeout, jobs, progress_path=None, deadline=None):
+def sweep(models, timeout, jobs, progress_path=None, deadline=None, compiled=True):
     """Runs `models` over `jobs` drivers; returns the records in `models` order. Each record is
     also appended to `progress_path` (JSON lines) as it comes, so a long run leaves its results."""
     records, lock, started = [], threading.Lock(), time.time()
@@ -562,10 +709,12 @@ def sweep(models, timeout, jobs, progress_path=None, deadline=None):
             records.append(rec)
             if progress:
                 progress.write(json.dumps(rec) + "\n")
+            c = rec.get("compiled")
+            c = f" | compiled: {_compiled_cell(c)[:100]}" if c else ""
             print(f"[{len(records)}/{len(models)} {time.time() - started:6.0f}s] {rec['suite']}/{rec['name']}: "
-                  f"{rec['status']} {rec['reason'][:100]}", file=sys.stderr, flush=True)
+                  f"{rec['status']} {rec['reason'][:100]}{c}", file=sys.stderr, flush=True)
 
-    threads = [threading.Thread(target=_drive, args=(models[i::jobs], timeout, on_record, deadline))
+    threads = [threading.Thread(target=_drive, args=(models[i::jobs], timeout, on_record, deadline, compiled))
                for i in range(jobs)]
     for t in threads:
         t.start()
@@ -591,6 +740,34 @@ def _md(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _compiled_cell(c):
+    """The compiled column of one model: "one program", "split: op (n), ..." or "fail: reason",
+    with the graph count and Dynamo's graph breaks where the forward made several graphs."""
+    if not c:
+        return "-"
+    graphs, classes = "", c.get("classes", 1)
+    if c.get("graphs", 0) > classes or c.get("graph_breaks"):
+        graphs = (f" ({c['graphs']} graphs" + (f" for {classes} classes" if classes > 1 else "")
+                  + f", {c.get('graph_breaks', 0)} graph breaks)")
+    if c["status"] == "one program":
+        return ("one program per graph" if graphs else "one program") + graphs
+    if c["status"] == "split":
+        return "split: " + ", ".join(f"{op} ({n})" for op, n in c["splits"].items()) + graphs
+    return f"fail: {c['reason']}"
+
+
+def compiled_totals(records, suite):
+    """Per suite: how many models compiled to one program, split or failed, and not compiled
+    (ran on CPU, no entry); the ops that split, by number of models."""
+    rows = [r for r in records if r["suite"] == suite and r["status"] in COUNTED]
+    counts = collections.Counter(r["compiled"]["status"] if r.get("compiled") else "-" for r in rows)
+    ops = collections.Counter(op for r in rows if r.get("compiled") for op in r["compiled"].get("splits", {}))
+    breaks = sum(1 for r in rows if r.get("compiled") and r["compiled"]["status"] != "fail"
+                 and r["compiled"].get("graph_breaks"))
+    return dict(one_program=counts["one program"], split=counts["split"], fail=counts["fail"],
+                not_compiled=counts["-"], with_graph_breaks=breaks, split_ops=dict(ops.most_common()))
+
+
 def render_models(doc):
     """The '## Models' section of COMPAT.md from models.json's content."""
     records = doc["models"]
@@ -614,6 +791,22 @@ def render_models(doc):
         t = totals(records, s)
         out.append(f"| {s} | {t['models']} | {t['ran_on_cpu']} | {t['native']} | {t['fallback']} | "
                    f"{t['fail']} | {t['matched_pct']}% | {t['cpu-invalid']} | {t['skipped']} |")
+    compiled = [(s, compiled_totals(records, s)) for s in suites]
+    compiled = [(s, t) for s, t in compiled if t["one_program"] + t["split"] + t["fail"]]
+    if compiled:
+        out += ["", "Compiled: each model that runs on CPU is compiled again from the same weights "
+                "with `torch.compile(model, backend=\"tpu\")` and run forward once (eval mode, "
+                "no_grad), outputs compared with CPU's as above (a model that fails eagerly, "
+                "often in the backward only, is compiled too). **one program**: every graph "
+                "Dynamo captured became one device program; **split**: an op with no graph "
+                "lowering ran eagerly between programs (op (count of splits)); Dynamo's own graph "
+                "breaks are counted apart. `-`: not compiled in this run.", ""]
+        for s, t in compiled:
+            ops = ", ".join(f"`{op}` ({n})" for op, n in list(t["split_ops"].items())[:8])
+            line = (f"- {s}: {t['one_program']} one program, {t['split']} split, {t['fail']} fail"
+                    + (f", {t['not_compiled']} not compiled" if t["not_compiled"] else "")
+                    + (f"; {t['with_graph_breaks']} with Dynamo graph breaks" if t["with_graph_breaks"] else ""))
+            out.append(line + (f". Ops that split, by number of models: {ops}" if ops else ""))
     fell = collections.Counter(f for r in records if r["status"] == "fallback" for f in r["fallbacks"])
     if fell:
         out += ["", "Ops that fell back, by number of models: "
@@ -623,12 +816,12 @@ def render_models(doc):
         out += ["", "### Top failure reasons", "", "| models | reason |", "| ---: | --- |"]
         out += [f"| {n} | {_md(why)} |" for why, n in reasons.most_common(15)]
     for s in suites:
-        out += ["", f"### {s}", "", "| model | status | detail |", "| --- | --- | --- |"]
+        out += ["", f"### {s}", "", "| model | status | detail | compiled |", "| --- | --- | --- | --- |"]
         for r in records:
             if r["suite"] != s:
                 continue
             detail = r["reason"] if r["status"] != "fallback" else ", ".join(r["fallbacks"])
-            out.append(f"| {r['name']} | {r['status']} | {_md(detail)[:160]} |")
+            out.append(f"| {r['name']} | {r['status']} | {_md(detail)[:160]} | {_md(_compiled_cell(r.get('compiled')))[:160]} |")
     return "\n".join(out) + "\n"
 
 
@@ -672,12 +865,12 @@ def load_progress(path):
 
 
 def run(suites, only, limit, jobs, timeout, command, progress_path=None, shuffle=False,
-        resume=False, time_limit=None):
+        resume=False, time_limit=None, compiled=True):
     """Enumerates and runs the models; returns the models.json document. With `resume`, models
     that the progress file already holds are not run again, except cpu-invalid ones (those
-    usually mean the harness's tiny config or inputs need work) or, with `only`, the named ones;
-    with `time_limit` (seconds) no
-    model starts after it, and the document counts the models not run."""
+    usually mean the harness's tiny config or inputs need work), with `compiled` those that ran
+    on CPU but whose record has no compiled entry yet, or, with `only`, the named ones; with `time_limit`
+    (seconds) no model starts after it, and the document counts the models not run."""
     models = []
     for suite in suites:
         try:
@@ -695,8 +888,10 @@ def run(suites, only, limit, jobs, timeout, command, progress_path=None, shuffle
 
     if resume:  # rerun what --only names, else what is missing or cpu-invalid; keep the rest
         previous = load_progress(progress_path)
-        todo = [m for m in models if (named(*m) if only else
-                                      m not in previous or previous[m]["status"] == "cpu-invalid")]
+        def stale(rec):
+            return rec["status"] == "cpu-invalid" or (
+                compiled and rec["status"] in COUNTED and "compiled" not in rec)
+        todo = [m for m in models if (named(*m) if only else m not in previous or stale(previous[m]))]
         kept = {m: previous[m] for m in models if m in previous and m not in todo}
         fallback_records = previous  # a model named again but cut off by the time limit keeps its record
     else:
@@ -706,7 +901,7 @@ def run(suites, only, limit, jobs, timeout, command, progress_path=None, shuffle
         todo, kept, fallback_records = models, {}, {}
     started = time.time()
     deadline = started + time_limit if time_limit else None
-    fresh = {(r["suite"], r["name"]): r for r in sweep(todo, timeout, jobs, progress_path, deadline)}
+    fresh = {(r["suite"], r["name"]): r for r in sweep(todo, timeout, jobs, progress_path, deadline, compiled)}
     seconds = round(time.time() - started)
     kept.update({m: fallback_records[m] for m in todo if m not in fresh and m in fallback_records})
     records = [kept.get(m) or fresh[m] for m in models if m in kept or m in fresh]
@@ -714,5 +909,6 @@ def run(suites, only, limit, jobs, timeout, command, progress_path=None, shuffle
     totals_by_suite = {s: totals(records, s) for s in suites if any(r["suite"] == s for r in records)}
     print(f"{len(models)} models in {seconds} s: {json.dumps(totals_by_suite)}", file=sys.stderr)
     return dict(command=command, torch=torch.__version__, versions=versions(), date=time.strftime("%Y-%m-%d"),
-                seconds=seconds, jobs=jobs, timeout=timeout, enumerated=len(models), not_run=not_run,
+                seconds=seconds, jobs=jobs, timeout=timeout, compiled=compiled,
+                enumerated=len(models), not_run=not_run,
                 totals=totals_by_suite, models=records)

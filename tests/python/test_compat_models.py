@@ -25,6 +25,9 @@ def test_check_one_model_matches_and_reports_fallbacks():
     assert record["status"] == "native", record
     assert set(record["classes"]) == {"LlamaModel", "LlamaForCausalLM"}
     assert all(c["params"] < 100_000 for c in record["classes"].values())
+    # Compiled, each class's forward is one device program.
+    assert record["compiled"]["status"] == "one program", record["compiled"]
+    assert record["compiled"]["classes"] == 2 and record["compiled"]["graphs"] == 2
 
 
 def test_cpu_failure_is_cpu_invalid_not_fail():
@@ -72,3 +75,44 @@ def test_float64_decides_a_float32_mismatch():
     assert "float64" in note
     with pytest.raises(AssertionError, match="max abs diff"):  # the tpu side off: still a failure
         compat_models._float64_verdict(model, x, 0, expected, actual, mismatch)
+
+
+class _SplitsOnce(torch.nn.Module):
+    """cummax has no graph lowering (the compiled graph splits there); the explicit graph break
+    makes Dynamo capture two graphs."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = torch.cummax(self.lin(x), dim=-1).values * 2
+        torch._dynamo.graph_break()
+        return y + 1
+
+
+def test_compiled_entry_and_column():
+    # The compiled check (torch.compile(backend="tpu"), one eval forward) of a model that is one
+    # program and of one that splits, and how the report shows them.
+    mlp = compat_models.check(lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()),
+                              lambda model: torch.randn(2, 4))
+    assert mlp["status"] == "native" and mlp["compiled"]["status"] == "one program", mlp
+    assert (mlp["compiled"]["graphs"], mlp["compiled"]["partitions"]) == (1, 1)
+    split = compat_models.check(_SplitsOnce, lambda model: torch.randn(2, 4))
+    c = split["compiled"]
+    assert split["status"] == "native" and c["status"] == "split", split
+    assert c["splits"] == {"cummax": 1} and c["graphs"] == 2 and c["graph_breaks"] == 1
+    off = compat_models.check(_SplitsOnce, lambda model: torch.randn(2, 4), compiled=False)
+    assert "compiled" not in off
+    records = [dict(suite="timm", name="mlp", status="native", reason="", fallbacks=[], compiled=mlp["compiled"]),
+               dict(suite="timm", name="splits", status="native", reason="", fallbacks=[], compiled=c),
+               dict(suite="timm", name="old", status="native", reason="", fallbacks=[]),
+               dict(suite="timm", name="bad", status="fail", reason="RuntimeError: x", fallbacks=[],
+                    compiled=dict(status="fail", reason="timeout (> 9 s)", graphs=0, partitions=0,
+                                  graph_breaks=0, splits={}, split_reasons={}))]
+    text = compat_models.render_models(dict(command="c", torch="x", date="today", models=records))
+    assert "| mlp | native |  | one program |" in text
+    assert "| splits | native |  | split: cummax (1) (2 graphs, 1 graph breaks) |" in text
+    assert "| old | native |  | - |" in text and "| fail: timeout (> 9 s) |" in text
+    assert ("- timm: 1 one program, 1 split, 1 fail, 1 not compiled; 1 with Dynamo graph breaks. "
+            "Ops that split, by number of models: `cummax` (1)") in text
