@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PLUGIN_INC = $(shell $(PY) -c "import os, xla_plugins.xla_cpu_pjrt as p; print(os.path.dirname(p.__file__))")
-C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/hlo/*.c csrc/ops/*.c csrc/eager/*.c)
+C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/hlo/*.c csrc/ops/*.c csrc/exec/*.c)
 C_HDR := $(wildcard csrc/*/*.h csrc/*/*.def)
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))

@@ -1,4 +1,4 @@
-"""Builds torch_pjrt._C: the C11 core (csrc/base, runtime, hlo, ops, eager) compiled as C, and the
+"""Builds torch_pjrt._C: the C11 core (csrc/base, runtime, hlo, ops, exec) compiled as C, and the
 thin C++ PrivateUse1 glue (csrc/torch) compiled against the installed torch. The PJRT header comes
 from the installed plugin package (xla-cpu-pjrt)."""
 import glob
@@ -8,7 +8,7 @@ import shutil
 from setuptools import setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-C_DIRS = ["base", "runtime", "hlo", "ops", "eager"]
+C_DIRS = ["base", "runtime", "hlo", "ops", "exec"]
 C_FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-fPIC", "-Wall", "-Wextra",
            "-Wno-unused-parameter", "-fvisibility=hidden"]
 

@@ -29,7 +29,7 @@ void throw_status(tp_status_t* st) {
 std::string g_init_error = "torch_pjrt was not imported";
 
 tp_client_t* client() {
-  tp_client_t* c = tp_eager_client();
+  tp_client_t* c = tp_exec_client();
   TORCH_CHECK(c, "the tpu device is unavailable: ", g_init_error);
   return c;
 }
@@ -93,7 +93,7 @@ tp_view_t view_or_throw(const at::Tensor& t, const char* what) {
 thread_local c10::DeviceIndex g_current_device = 0;
 
 c10::DeviceIndex device_count() {
-  tp_client_t* c = tp_eager_client();
+  tp_client_t* c = tp_exec_client();
   return c ? static_cast<c10::DeviceIndex>(tp_client_device_count(c)) : 0;
 }
 

@@ -15,7 +15,8 @@
 #include <vector>
 
 extern "C" {
-#include "eager/eager.h"
+#include "exec/eager.h"
+#include "exec/exec.h"
 }
 
 namespace tp_glue {

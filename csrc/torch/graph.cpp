@@ -10,7 +10,7 @@
 #include "torch/glue.h"
 
 extern "C" {
-#include "eager/graph.h"
+#include "exec/graph.h"
 }
 
 namespace tp_glue {
@@ -18,6 +18,12 @@ namespace tp_glue {
 // ---- whole graphs (the torch.compile backend) ----
 
 std::atomic<int64_t> g_graph_runs{0}, g_graph_compiles{0};
+
+// A graph whose program could not be built or compiled (torch_pjrt._C.GraphBuildError, a
+// RuntimeError): the compile backend then runs that partition's nodes one by one.
+struct GraphBuildError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 int64_t graph_runs() { return g_graph_runs.load(); }
 int64_t graph_compiles() { return g_graph_compiles.load(); }
@@ -178,20 +184,26 @@ struct Graph {
       }
     }
     out_storages.push_back(nullptr);
-    int compiled = 0;
+    tp_graph_outcome_t outcome;
     tp_status_t* st;
     {
       py::gil_scoped_release no_gil;
-      st = tp_graph_run(g, device, views.data(), keys.data(), out_storages.data(), &compiled);
+      st = tp_graph_run(g, device, views.data(), keys.data(), out_storages.data(), &outcome);
+    }
+    if (st && outcome.build_failed) {
+      std::string msg = tp_status_message(st);
+      tp_status_free(st);
+      throw GraphBuildError(msg);
     }
     check(st);
     g_graph_runs++;
-    if (compiled) g_graph_compiles++;
+    if (outcome.compiled) g_graph_compiles++;
     return outs;
   }
 };
 
 void register_graph(py::module& m) {
+  py::register_exception<GraphBuildError>(m, "GraphBuildError", PyExc_RuntimeError);
   py::class_<Graph>(m, "Graph")
       .def(py::init<>())
       .def("input", &Graph::input)

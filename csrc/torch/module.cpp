@@ -17,12 +17,12 @@ namespace {
 void init(const std::string& plugin, const std::string& cache_dir, int64_t capacity,
           bool blocking) {
   char* warning = nullptr;
-  check(tp_eager_init(plugin.c_str(), cache_dir.c_str(), static_cast<size_t>(capacity), &warning));
+  check(tp_exec_init(plugin.c_str(), cache_dir.c_str(), static_cast<size_t>(capacity), &warning));
   if (warning) {
     TORCH_WARN("tpu: on-disk executable cache disabled: ", warning);
     free(warning);
   }
-  tp_eager_set_blocking(blocking);
+  tp_exec_set_blocking(blocking);
   install_device();
 }
 
@@ -40,7 +40,7 @@ py::dict stats() {
   d["fallbacks"] = fb;
   d["graph_runs"] = graph_runs();
   d["graph_compiles"] = graph_compiles();
-  tp_exec_cache_t* c = tp_eager_cache();
+  tp_exec_cache_t* c = tp_exec_cache();
   d["cached_executables"] = c ? tp_exec_cache_size(c) : 0;
   return d;
 }
@@ -74,7 +74,7 @@ py::dict plugin_info() {
   py::list devs;
   for (int i = 0; i < tp_client_device_count(c); i++) devs.append(tp_client_device_kind(c, i));
   d["devices"] = devs;
-  d["cache_dir"] = tp_exec_cache_dir(tp_eager_cache());
+  d["cache_dir"] = tp_exec_cache_dir(tp_exec_cache());
   return d;
 }
 
@@ -86,7 +86,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_pjrt native core";
   m.def("init", &init, py::arg("plugin"), py::arg("cache_dir"), py::arg("cache_capacity"),
         py::arg("blocking"));
-  m.def("initialized", [] { return tp_eager_client() != nullptr; });
+  m.def("initialized", [] { return tp_exec_client() != nullptr; });
   m.def("set_init_error", [](const std::string& e) { g_init_error = e; });
   m.def("stats", &stats);
   m.def("reset_stats", &reset_stats);
@@ -102,7 +102,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_strict", &set_strict);
   m.def("strict", &strict);
   m.def("set_fallback_warnings", &set_fallback_warnings);
-  m.def("set_blocking", [](bool on) { tp_eager_set_blocking(on); });
+  m.def("set_blocking", [](bool on) { tp_exec_set_blocking(on); });
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("current_device", [] { return static_cast<int>(g_current_device); });
   m.def("set_device", [](int d) {
@@ -120,9 +120,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
   m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
   m.def("set_cache_capacity", [](int64_t n) {
-    tp_exec_cache_set_capacity(tp_eager_cache(), static_cast<size_t>(n));
+    tp_exec_cache_set_capacity(tp_exec_cache(), static_cast<size_t>(n));
   });
-  m.def("clear_cache", [] { tp_exec_cache_clear(tp_eager_cache()); });
+  m.def("clear_cache", [] { tp_exec_cache_clear(tp_exec_cache()); });
   m.def("default_generator", [](int d) { return default_generator(static_cast<c10::DeviceIndex>(d)); });
   // Compiles MLIR text with the plugin and discards the result: lets tests and tools check how
   // a plugin error (its diagnostics) reaches Python.

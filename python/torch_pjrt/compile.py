@@ -448,6 +448,8 @@ def _compile_static(gm):
             plan.append((None, [_eager_step(steps[i])]))
             i += 1
 
+    from torch_pjrt._C import GraphBuildError
+
     def run(args):
         env = dict(zip(placeholders, args))
         env.update(attrs)
@@ -457,9 +459,7 @@ def _compile_static(gm):
                 try:
                     step.run(env)
                     continue
-                except RuntimeError as e:
-                    if "building or compiling" not in str(e):
-                        raise
+                except GraphBuildError as e:
                     # A lowering bug must not stop the user's program: this partition runs
                     # eagerly from now on, and says so once.
                     step.eager = True

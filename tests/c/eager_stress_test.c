@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "eager/eager.h"
+#include "exec/eager.h"
+#include "exec/exec.h"
 #include "op_args.h"
 #include "test.h"
 
@@ -45,7 +46,7 @@ static tp_eager_arg_t none_arg(void) {
 
 /* A dense 1-D view over a fresh storage of n float32 elements. */
 static tp_view_t fresh(tp_storage_t **s, int64_t n) {
-  CHECK_OK(tp_storage_create(tp_eager_client(), 0, (size_t)n * 4, s));
+  CHECK_OK(tp_storage_create(tp_exec_client(), 0, (size_t)n * 4, s));
   tp_view_t v = {*s, TP_DTYPE_F32, 1, {n}, {1}, 0};
   return v;
 }
@@ -129,7 +130,7 @@ static void one_round(int iter) {
 
   tp_storage_release(sx);
   tp_storage_release(sy);
-  if (iter % 64 == 0) CHECK_OK(tp_client_synchronize(tp_eager_client()));
+  if (iter % 64 == 0) CHECK_OK(tp_client_synchronize(tp_exec_client()));
 }
 
 int main(void) {
@@ -140,14 +141,14 @@ int main(void) {
   }
   char *warning = NULL;
   /* 16 executables for 8 shapes x 3 ops: calls often miss, compile and evict. */
-  CHECK_OK(tp_eager_init(plugin, NULL, 16, &warning));
+  CHECK_OK(tp_exec_init(plugin, NULL, 16, &warning));
   free(warning);
-  if (!tp_eager_client()) {
+  if (!tp_exec_client()) {
     TEST_MAIN_END("eager_stress_test");
   }
   const char *rounds_env = getenv("TP_STRESS_ROUNDS");
   int rounds = rounds_env ? atoi(rounds_env) : 400;
   for (int i = 0; i < rounds; i++) one_round(i);
-  CHECK_OK(tp_client_synchronize(tp_eager_client()));
+  CHECK_OK(tp_client_synchronize(tp_exec_client()));
   TEST_MAIN_END("eager_stress_test");
 }

@@ -3,7 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "eager/graph.h"
+#include "exec/eager.h"
+#include "exec/exec.h"
+#include "exec/graph.h"
 #include "op_args.h"
 #include "test.h"
 
@@ -28,7 +30,7 @@ static tp_op_arg_t scalar_arg(double v) {
 
 /* A dense [rows, cols] f32 view over a fresh storage holding |data|. */
 static tp_view_t dense(tp_storage_t **s, int64_t rows, int64_t cols, const float *data) {
-  CHECK_OK(tp_storage_create(tp_eager_client(), 0, (size_t)(rows * cols) * 4, s));
+  CHECK_OK(tp_storage_create(tp_exec_client(), 0, (size_t)(rows * cols) * 4, s));
   tp_view_t v = {*s, TP_DTYPE_F32, 2, {rows, cols}, {cols, 1}, 0};
   if (data) CHECK_OK(tp_eager_copy_from_host(&v, data));
   return v;
@@ -73,15 +75,16 @@ static void test_graph_run(void) {
   dense(&sw, 2, 3, ws);
   tp_view_t vw = {sw, TP_DTYPE_F32, 2, {2, 3}, {3, 1}, 0};
   tp_view_t vy = {NULL, TP_DTYPE_F32, 1, {3}, {1}, 0};
-  CHECK_OK(tp_storage_create(tp_eager_client(), 0, 3 * 4, &sy));
+  CHECK_OK(tp_storage_create(tp_exec_client(), 0, 3 * 4, &sy));
   vy.storage = sy;
   tp_view_t vxt = dense(&sxt, 2, 3, NULL);
   tp_view_t ins[2] = {xview, vw};
   tp_storage_t *outs[2] = {sy, sxt};
   for (int run = 0; run < 2; run++) {
-    int compiled = -1;
-    CHECK_OK(tp_graph_run(g, 0, ins, NULL, outs, &compiled));
-    CHECK(compiled == (run == 0));  /* the rerun finds its program */
+    tp_graph_outcome_t outcome;
+    CHECK_OK(tp_graph_run(g, 0, ins, NULL, outs, &outcome));
+    CHECK(outcome.compiled == (run == 0));  /* the rerun finds its program */
+    CHECK(!outcome.build_failed);
     float got[3], gxt[6];
     CHECK_OK(tp_eager_copy_to_host(&vy, got));
     CHECK_OK(tp_eager_copy_to_host(&vxt, gxt));
@@ -94,9 +97,9 @@ static void test_graph_run(void) {
   }
   /* An input of the wrong shape is refused. */
   tp_view_t wrong[2] = {vx, vw};
-  int compiled = 0;
-  st = tp_graph_run(g, 0, wrong, NULL, outs, &compiled);
-  CHECK(st && strstr(tp_status_message(st), "does not match"));
+  tp_graph_outcome_t outcome;
+  st = tp_graph_run(g, 0, wrong, NULL, outs, &outcome);
+  CHECK(st && strstr(tp_status_message(st), "does not match") && !outcome.build_failed);
   tp_status_free(st);
   tp_storage_release(sx);
   tp_storage_release(sw);
@@ -112,12 +115,12 @@ int main(void) {
     return 2;
   }
   char *warning = NULL;
-  CHECK_OK(tp_eager_init(plugin, NULL, 64, &warning));
+  CHECK_OK(tp_exec_init(plugin, NULL, 64, &warning));
   free(warning);
-  if (!tp_eager_client()) {
+  if (!tp_exec_client()) {
     TEST_MAIN_END("graph_test");
   }
   test_graph_run();
-  CHECK_OK(tp_client_synchronize(tp_eager_client()));
+  CHECK_OK(tp_client_synchronize(tp_exec_client()));
   TEST_MAIN_END("graph_test");
 }

@@ -185,7 +185,7 @@ def test_dynamic_shapes_are_specialized_per_call_shape():
 
 def test_lowering_failure_degrades_to_eager_with_a_warning(monkeypatch):
     def broken_run(self, inputs, into=()):
-        raise RuntimeError("building or compiling a graph of 1 ops: injected")
+        raise torch_pjrt_C().GraphBuildError("building or compiling a graph of 1 ops: injected")
 
     f = torch.compile(lambda x: x.exp() + 1, backend="tpu")
     x = torch.randn(3)

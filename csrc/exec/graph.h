@@ -4,10 +4,13 @@
  * graph. Programs are found in the same executable cache (memory and disk), keyed by the graph's
  * description plus the layouts of the actual inputs, so a strided input is read inside the
  * program exactly as in eager mode. Not thread-safe per graph; runs serialize with eager calls. */
-#ifndef TP_EAGER_GRAPH_H_
-#define TP_EAGER_GRAPH_H_
+#ifndef TP_EXEC_GRAPH_H_
+#define TP_EXEC_GRAPH_H_
 
-#include "eager/eager.h"
+#include <stdbool.h>
+
+#include "exec/view.h"
+#include "ops/op.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,7 +24,7 @@ void tp_graph_free(tp_graph_t *g);
 /* Adds a graph input of |meta|; returns its value id. */
 int tp_graph_input(tp_graph_t *g, const tp_meta_t *meta);
 
-/* Adds a call of table op |op|. Arguments are as for tp_eager_infer, except that each TENSOR
+/* Adds a call of table op |op|. Arguments are as for tp_eager_infer (eager.h), except that each TENSOR
  * argument names a value: arg_values[i] (ignored for other kinds). SCALAR values become
  * constants of the program, except the generator key a TP_OPF_RANDOM op gets, which becomes a
  * program input (tp_graph_random_count). Fills the outputs' metas and their value ids
@@ -39,14 +42,21 @@ int tp_graph_node_count(const tp_graph_t *g);
 /* Random ops in the graph: each takes one key per run. */
 int tp_graph_random_count(const tp_graph_t *g);
 
+/* What a run did: whether it compiled a program (a cache miss), and whether it failed building
+ * or compiling the program (the graph cannot be lowered as it is; its nodes can still run one by
+ * one) rather than running it. */
+typedef struct {
+  bool compiled;
+  bool build_failed;
+} tp_graph_outcome_t;
+
 /* Runs the graph on |device|: |inputs| are views for the graph inputs (in tp_graph_input order,
  * shapes and dtypes as declared), |keys| one generator key per random op, |outs| fresh storages
- * (of the outputs' sizes) that receive the results densely. *out_compiled says whether this
- * call compiled a program (a cache miss). */
+ * (of the outputs' sizes) that receive the results densely. Fills *out. */
 tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, const int64_t *keys,
-                          tp_storage_t *const *outs, int *out_compiled);
+                          tp_storage_t *const *outs, tp_graph_outcome_t *out);
 
 #ifdef __cplusplus
 }
 #endif
-#endif  /* TP_EAGER_GRAPH_H_ */
+#endif  /* TP_EXEC_GRAPH_H_ */

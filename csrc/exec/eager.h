@@ -3,28 +3,16 @@
  * finds the executable in the cache or builds it (reading strided views inside the program and
  * writing outputs back into their storages, donating the old buffers), and enqueues it.
  * Binds ops/ (emitters) to runtime/ (PJRT); knows nothing of PyTorch.
- * Thread-safe: calls are serialized by one executor lock. */
-#ifndef TP_EAGER_EAGER_H_
-#define TP_EAGER_EAGER_H_
+ * Thread-safe: calls are serialized by the executor lock (exec.h). */
+#ifndef TP_EXEC_EAGER_H_
+#define TP_EXEC_EAGER_H_
 
+#include "exec/view.h"
 #include "ops/op.h"
-#include "runtime/client.h"
-#include "runtime/exec_cache.h"
-#include "runtime/storage.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A strided view of a storage, in elements of |dtype|. */
-typedef struct {
-  tp_storage_t *storage; /* borrowed */
-  tp_dtype_t dtype;
-  int ndim;
-  int64_t sizes[TP_MAX_DIMS];
-  int64_t strides[TP_MAX_DIMS];
-  int64_t offset;
-} tp_view_t;
 
 /* One argument of a call: the op-level description plus, for tensors, the view. SCALAR values
  * live in arg.f (float types) or arg.i (integers and bool). */
@@ -32,18 +20,6 @@ typedef struct {
   tp_op_arg_t arg;
   tp_view_t view;
 } tp_eager_arg_t;
-
-/* Creates the process's client and executable cache. |cache_dir| NULL/"" disables the disk
- * cache; *out_warning (caller owns, may be NULL) explains a disk cache that could not be used. */
-tp_status_t *tp_eager_init(const char *plugin_path, const char *cache_dir, size_t cache_capacity,
-                           char **out_warning);
-/* Borrowed; NULL before a successful init. */
-tp_client_t *tp_eager_client(void);
-tp_exec_cache_t *tp_eager_cache(void);
-/* A StableHLO builder tuned for the client's backend (tp_hlo_builder_set_xla_cpu); caller owns. */
-tp_status_t *tp_eager_builder_create(tp_hlo_builder_t **out_builder);
-/* Every op waits for completion (errors point at the op that caused them). */
-void tp_eager_set_blocking(int blocking);
 
 /* Infers output metas of op |op| (a table index) and fills scalar_dtype of SCALAR args.
  * |out_metas| has room for TP_MAX_OUTS entries. */
@@ -67,4 +43,4 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data);
 #ifdef __cplusplus
 }
 #endif
-#endif  /* TP_EAGER_EAGER_H_ */
+#endif  /* TP_EXEC_EAGER_H_ */

@@ -1,12 +1,13 @@
 /* Graph executor: many table ops as one program. See graph.h. */
-#include "eager/graph.h"
+#include "exec/graph.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "eager/program.h"
-#include "runtime/executable.h"
+#include "exec/exec.h"
+#include "exec/key.h"
+#include "exec/program.h"
+#include "exec/scalars.h"
 
 typedef struct {
   int op;
@@ -17,12 +18,6 @@ typedef struct {
   int key;                 /* a random op's key input (0-based), else -1 */
 } node_t;
 
-typedef struct {
-  unsigned char *data;
-  size_t len, cap;
-  bool failed;
-} bytes_t;
-
 struct tp_graph {
   tp_meta_t *values;
   int n_values, cap_values;
@@ -31,30 +26,11 @@ struct tp_graph {
   int *inputs, n_inputs, cap_inputs;
   int *outputs, n_outputs;
   int n_random;
-  bytes_t desc;  /* the graph's description: the program key's first part */
-  bytes_t key;   /* scratch: desc + the layouts of one run's inputs */
-  bytes_t last_layout;        /* the input layouts of the last run ... */
+  tp_key_t desc;  /* the graph's description: the program key's first part */
+  tp_key_t key;   /* scratch: desc + the layouts of one run's inputs */
+  tp_key_t last_layout;        /* the input layouts of the last run ... */
   tp_executable_t *last_exe;  /* ... and its executable (retained): reruns skip the key */
 };
-
-static void put(bytes_t *s, const void *p, size_t n) {
-  if (s->failed) return;
-  if (s->len + n > s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 1024;
-    while (cap < s->len + n) cap *= 2;
-    unsigned char *d = realloc(s->data, cap);
-    if (!d) {
-      s->failed = true;
-      return;
-    }
-    s->data = d;
-    s->cap = cap;
-  }
-  memcpy(s->data + s->len, p, n);
-  s->len += n;
-}
-#define PUT_I64(s, v) do { int64_t x_ = (int64_t)(v); put((s), &x_, 8); } while (0)
-static void put_key(void *s, const void *p, size_t n) { put(s, p, n); }
 
 /* Grows *arr (of *cap elements of |size|) to hold |need|. */
 static bool grow(void **arr, int *cap, int need, size_t size) {
@@ -83,9 +59,9 @@ void tp_graph_free(tp_graph_t *g) {
   free(g->nodes);
   free(g->inputs);
   free(g->outputs);
-  free(g->desc.data);
-  free(g->key.data);
-  free(g->last_layout.data);
+  tp_key_free(&g->desc);
+  tp_key_free(&g->key);
+  tp_key_free(&g->last_layout);
   if (g->last_exe) tp_executable_release(g->last_exe);
   free(g);
 }
@@ -97,10 +73,10 @@ static int new_value(tp_graph_t *g, const tp_meta_t *m) {
   return g->n_values++;
 }
 
-static void put_meta(bytes_t *s, const tp_meta_t *m) {
-  PUT_I64(s, m->dtype);
-  PUT_I64(s, m->ndim);
-  put(s, m->sizes, sizeof(int64_t) * (size_t)m->ndim);
+static void put_meta(tp_key_t *s, const tp_meta_t *m) {
+  tp_key_put_i64(s, m->dtype);
+  tp_key_put_i64(s, m->ndim);
+  tp_key_put(s, m->sizes, sizeof(int64_t) * (size_t)m->ndim);
 }
 
 int tp_graph_input(tp_graph_t *g, const tp_meta_t *meta) {
@@ -108,7 +84,7 @@ int tp_graph_input(tp_graph_t *g, const tp_meta_t *meta) {
   int v = new_value(g, meta);
   if (v < 0) return -1;
   g->inputs[g->n_inputs++] = v;
-  PUT_I64(&g->desc, -1);  /* an input */
+  tp_key_put_i64(&g->desc, -1);  /* an input */
   put_meta(&g->desc, meta);
   return v;
 }
@@ -163,15 +139,15 @@ tp_status_t *tp_graph_node(tp_graph_t *g, int op, tp_op_arg_t *args, const int *
   *first_value = nd.first_out;
   /* The description: op, then each argument as the eager signature records it, with scalar
    * values included (they are constants of the program). */
-  bytes_t *s = &g->desc;
-  PUT_I64(s, op);
-  PUT_I64(s, nd.n_args);
+  tp_key_t *s = &g->desc;
+  tp_key_put_i64(s, op);
+  tp_key_put_i64(s, nd.n_args);
   for (int i = 0; i < nd.n_args; i++) {
     /* A random op's last scalar (its key) is fed per run: not part of the program. */
     bool per_run = i == nd.n_args - 1 && nd.key >= 0;
-    tp_program_key_arg(&nd.args[i], !per_run, put_key, s);
-    if (nd.args[i].kind == TP_ARG_TENSOR) PUT_I64(s, nd.values[i]);
-    else if (nd.args[i].kind == TP_ARG_SCALAR && per_run) PUT_I64(s, -1);
+    tp_key_put_arg(s, &nd.args[i], !per_run);
+    if (nd.args[i].kind == TP_ARG_TENSOR) tp_key_put_i64(s, nd.values[i]);
+    else if (nd.args[i].kind == TP_ARG_SCALAR && per_run) tp_key_put_i64(s, -1);
   }
   for (int k = 0; k < *n_out; k++) put_meta(s, &out_metas[k]);
   return s->failed ? oom() : NULL;
@@ -211,7 +187,7 @@ typedef struct {
 static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gslot_t *slots,
                           int n_slots, const int *input_slot, char **out_text) {
   tp_hlo_builder_t *b = NULL;
-  TP_RETURN_IF_ERROR(tp_eager_builder_create(&b));
+  TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
   tp_hlo_value_t *val = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *params = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *keys = calloc((size_t)(g->n_random > 0 ? g->n_random : 1), sizeof(tp_hlo_value_t));
@@ -255,17 +231,30 @@ static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gs
   return st;
 }
 
+typedef struct {
+  const tp_graph_t *g;
+  const tp_view_t *inputs;
+  const gslot_t *slots;
+  int n_slots;
+  const int *input_slot;
+} build_ctx_t;
+
+static tp_status_t *build_graph(void *ctx, char **out_text) {
+  const build_ctx_t *c = ctx;
+  return build(c->g, c->inputs, c->slots, c->n_slots, c->input_slot, out_text);
+}
+
 static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *inputs,
-                               const int64_t *keys, tp_storage_t *const *outs, int *out_compiled) {
-  tp_client_t *client = tp_eager_client();
-  tp_exec_cache_t *cache = tp_eager_cache();
+                               const int64_t *keys, tp_storage_t *const *outs,
+                               tp_graph_outcome_t *out) {
+  tp_client_t *client = tp_exec_client();
   if (!client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
   int n_in = g->n_inputs;
   gslot_t *slots = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(gslot_t));
   int *input_slot = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(int));
   void **args = calloc((size_t)(n_in + g->n_random + 1), sizeof(void *));
   void **results = calloc((size_t)(g->n_outputs + 1), sizeof(void *));
-  void **owned = calloc((size_t)(g->n_random + 1), sizeof(void *)); /* see tp_eager_scalar_buffer */
+  void **owned = calloc((size_t)(g->n_random + 1), sizeof(void *)); /* see tp_scalars_buffer */
   tp_status_t *st = (slots && input_slot && args && results && owned) ? NULL : oom();
   int n_slots = 0, n_params = 0;
   /* Storages become parameters once each, however many inputs view them. */
@@ -294,24 +283,24 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     input_slot[i] = s;
   }
   tp_executable_t *exe = NULL;
-  bytes_t *k = &g->key;
+  tp_key_t *k = &g->key;
   if (!st) {
     /* The key: the graph, then per input its slot and view, then per slot its buffer. The part
      * after the graph is the layout; a run with the last run's layout reuses its executable. */
     k->len = 0;
-    put(k, g->desc.data, g->desc.len);
-    PUT_I64(k, g->n_outputs);
-    put(k, g->outputs, sizeof(int) * (size_t)g->n_outputs);
+    tp_key_put(k, g->desc.data, g->desc.len);
+    tp_key_put_i64(k, g->n_outputs);
+    tp_key_put(k, g->outputs, sizeof(int) * (size_t)g->n_outputs);
     for (int i = 0; i < n_in; i++) {
-      PUT_I64(k, input_slot[i]);
-      PUT_I64(k, inputs[i].ndim);
-      put(k, inputs[i].strides, sizeof(int64_t) * (size_t)inputs[i].ndim);
-      PUT_I64(k, inputs[i].offset);
+      tp_key_put_i64(k, input_slot[i]);
+      tp_key_put_i64(k, inputs[i].ndim);
+      tp_key_put(k, inputs[i].strides, sizeof(int64_t) * (size_t)inputs[i].ndim);
+      tp_key_put_i64(k, inputs[i].offset);
     }
     for (int s = 0; s < n_slots; s++) {
       const tp_storage_t *sg = slots[s].storage;
-      PUT_I64(k, slots[s].param >= 0 ? sg->dtype : -1);
-      PUT_I64(k, slots[s].param >= 0 ? sg->numel : (int64_t)sg->nbytes);
+      tp_key_put_i64(k, slots[s].param >= 0 ? sg->dtype : -1);
+      tp_key_put_i64(k, slots[s].param >= 0 ? sg->numel : (int64_t)sg->nbytes);
     }
     if (k->failed) st = oom();
   }
@@ -322,23 +311,16 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     tp_executable_retain(exe);
   }
   if (!st && !exe) {
-    uint64_t hash = tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull);
-    exe = tp_exec_cache_lookup(cache, g->key.data, g->key.len, hash);
-    *out_compiled = exe == NULL;
-    if (!exe) {
-      char *text = NULL;
-      st = build(g, inputs, slots, n_slots, input_slot, &text);
-      if (!st) {
-        st = tp_executable_compile(client, text, strlen(text), &exe);
-        if (st && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
-        if (!st) tp_exec_cache_insert(cache, g->key.data, g->key.len, hash, exe);
-      }
-      if (st) st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);
-      free(text);
+    build_ctx_t ctx = {g, inputs, slots, n_slots, input_slot};
+    st = tp_exec_program(g->key.data, g->key.len, tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull),
+                         build_graph, &ctx, &exe, &out->compiled);
+    if (st) {
+      out->build_failed = true;
+      st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);
     }
     if (!st) {
       g->last_layout.len = 0;
-      put(&g->last_layout, k->data + head, k->len - head);
+      tp_key_put(&g->last_layout, k->data + head, k->len - head);
       if (g->last_exe) tp_executable_release(g->last_exe);
       g->last_exe = NULL;
       if (!g->last_layout.failed) {
@@ -351,7 +333,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     int n_args = 0;
     for (int s = 0; s < n_slots; s++)
       if (slots[s].param >= 0) args[n_args++] = slots[s].storage->buffer;
-    uint64_t call = tp_eager_next_call();
+    uint64_t call = tp_scalars_next_call();
     int n_owned = 0;
     for (int r = 0; r < g->n_random && !st; r++) {
       tp_op_arg_t a;
@@ -359,12 +341,12 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
       a.kind = TP_ARG_SCALAR;
       a.meta.dtype = a.scalar_dtype = TP_DTYPE_I64;
       a.i = keys[r];
-      st = tp_eager_scalar_buffer(device, &a, call, &args[n_args++], &owned[n_owned]);
+      st = tp_scalars_buffer(device, &a, call, &args[n_args++], &owned[n_owned]);
       if (!st && owned[n_owned]) n_owned++;
     }
     if (!st)
       st = tp_executable_execute(exe, device, args, (size_t)n_args, NULL, 0, results, "graph",
-                                 tp_eager_blocking(), g->n_outputs);
+                                 tp_exec_blocking(), g->n_outputs);
     for (int i = 0; i < n_owned; i++) tp_buffer_destroy(client, owned[i]);
     for (int k = 0; k < g->n_outputs; k++) {
       if (!results[k]) continue;
@@ -380,8 +362,8 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
 }
 
 tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, const int64_t *keys,
-                          tp_storage_t *const *outs, int *out_compiled) {
-  *out_compiled = 0;
+                          tp_storage_t *const *outs, tp_graph_outcome_t *out) {
+  memset(out, 0, sizeof(*out));
   for (int k = 0; k < g->n_outputs; k++) {
     const tp_meta_t *m = &g->values[g->outputs[k]];
     if (outs[k]->device != device ||
@@ -389,8 +371,8 @@ tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, co
       return tp_make_status(TP_INVALID_ARGUMENT, "graph output %d: storage of the wrong size or "
                             "device", k);
   }
-  tp_eager_lock();
-  tp_status_t *st = run_locked(g, device, inputs, keys, outs, out_compiled);
-  tp_eager_unlock();
+  tp_exec_lock();
+  tp_status_t *st = run_locked(g, device, inputs, keys, outs, out);
+  tp_exec_unlock();
   return st;
 }

@@ -1,0 +1,55 @@
+/* What both executors (eager.h: one op call; graph.h: a captured graph) share: the process's
+ * client and executable cache, the executor lock, the blocking switch, the StableHLO builder
+ * tuned for the backend, and the one path from a program key to an executable: the cache, else
+ * build, compile (dumping the program on failure when asked) and insert.
+ * Binds ops/ (through the executors) to runtime/; knows nothing of PyTorch. */
+#ifndef TP_EXEC_EXEC_H_
+#define TP_EXEC_EXEC_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hlo/builder.h"
+#include "runtime/client.h"
+#include "runtime/exec_cache.h"
+#include "runtime/executable.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Creates the process's client and executable cache (once; later calls return NULL and change
+ * nothing). |cache_dir| NULL/"" disables the disk cache; *out_warning (caller owns, may be NULL)
+ * explains a disk cache that could not be used. */
+tp_status_t *tp_exec_init(const char *plugin_path, const char *cache_dir, size_t cache_capacity,
+                          char **out_warning);
+/* Borrowed; NULL before a successful init. */
+tp_client_t *tp_exec_client(void);
+tp_exec_cache_t *tp_exec_cache(void);
+
+/* Every execution waits for completion (errors point at the op that caused them). */
+void tp_exec_set_blocking(int blocking);
+int tp_exec_blocking(void);
+
+/* The executor lock: every program run and storage buffer swap happens under it. */
+void tp_exec_lock(void);
+void tp_exec_unlock(void);
+
+/* A StableHLO builder tuned for the client's backend (tp_hlo_builder_set_xla_cpu); caller owns. */
+tp_status_t *tp_exec_builder_create(tp_hlo_builder_t **out_builder);
+
+/* Writes the program's MLIR text (caller frees) from |ctx|. */
+typedef tp_status_t *(*tp_exec_build_fn)(void *ctx, char **out_text);
+
+/* The executable for program key |key| (|hash| its tp_hash_bytes): from the cache, else built by
+ * |build|, compiled and inserted. With TORCH_PJRT_DUMP_ON_ERROR set, the text of a program that
+ * fails to compile goes to stderr. *out_compiled says whether this call compiled. Returns a new
+ * reference in *out_exe. Under the executor lock. */
+tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
+                             void *ctx, tp_executable_t **out_exe, bool *out_compiled);
+
+#ifdef __cplusplus
+}
+#endif
+#endif  /* TP_EXEC_EXEC_H_ */

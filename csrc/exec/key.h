@@ -1,0 +1,29 @@
+/* Program keys: the bytes that identify a program in the executable cache. Both executors build
+ * theirs in a tp_key_t and encode an op's non-tensor arguments the same way. Private to exec/. */
+#ifndef TP_EXEC_KEY_H_
+#define TP_EXEC_KEY_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/op.h"
+
+/* A growable byte string. A failed allocation sets |failed| and stops appending; the key is then
+ * unusable (the caller reports out of memory). Zero-initialized is empty. */
+typedef struct {
+  unsigned char *data;
+  size_t len, cap;
+  bool failed;
+} tp_key_t;
+
+void tp_key_put(tp_key_t *k, const void *p, size_t n);
+void tp_key_put_i64(tp_key_t *k, int64_t v);
+void tp_key_free(tp_key_t *k);
+
+/* Appends what of op argument |a| shapes the program: its kind and the dtypes of a scalar (its
+ * value too if |scalar_value|: a program constant rather than an input), an int, float, string
+ * or int list; a tensor's part is the caller's. */
+void tp_key_put_arg(tp_key_t *k, const tp_op_arg_t *a, bool scalar_value);
+
+#endif  /* TP_EXEC_KEY_H_ */

@@ -1,0 +1,237 @@
+/* Program assembly shared by the executors. See program.h. */
+#include "exec/program.h"
+
+#include <string.h>
+
+#include "exec/scalars.h"
+
+int64_t tp_view_numel(const tp_view_t *v) {
+  int64_t n = 1;
+  for (int i = 0; i < v->ndim; i++) n *= v->sizes[i];
+  return n;
+}
+
+bool tp_view_contiguous(const tp_view_t *v) {
+  int64_t expect = 1;
+  for (int i = v->ndim - 1; i >= 0; i--) {
+    if (v->sizes[i] != 1 && v->strides[i] != expect) return false;
+    expect *= v->sizes[i];
+  }
+  return true;
+}
+
+int64_t tp_storage_elems(const tp_storage_t *s, tp_dtype_t dtype) {
+  return (int64_t)(s->nbytes / tp_dtype_size(dtype));
+}
+
+bool tp_view_is_whole(const tp_view_t *v) {
+  return v->offset == 0 && tp_view_contiguous(v) &&
+         (size_t)tp_view_numel(v) * tp_dtype_size(v->dtype) == v->storage->nbytes;
+}
+
+tp_status_t *tp_view_check_bounds(const tp_view_t *v) {
+  if (tp_view_numel(v) == 0) return NULL;
+  int64_t lo = v->offset, hi = v->offset;
+  for (int i = 0; i < v->ndim; i++) {
+    if (v->strides[i] >= 0) hi += v->strides[i] * (v->sizes[i] - 1);
+    else lo += v->strides[i] * (v->sizes[i] - 1);
+  }
+  if (lo < 0 || hi >= tp_storage_elems(v->storage, v->dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "view [offset %lld, extent %lld] lies outside its storage of %zu bytes",
+                          (long long)v->offset, (long long)(hi - lo + 1), v->storage->nbytes);
+  return NULL;
+}
+
+static tp_dtype_t index_type(int64_t n) { return n < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64; }
+
+/* XLA's bitcast_convert takes no complex types: a complex array and its storage form (the
+ * interleaved parts, 1-D) convert through stablehlo.real/imag/complex. */
+tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t n = tp_hlo_numel(&x);
+  x = tp_hlo_reshape(b, x, 1, &n);
+  if (!tp_dtype_is_complex(x.dtype)) return x;
+  int64_t col[2] = {n, 1}, n2 = 2 * n;
+  tp_hlo_value_t parts[2] = {tp_hlo_reshape(b, tp_hlo_real(b, x), 2, col),
+                             tp_hlo_reshape(b, tp_hlo_imag(b, x), 2, col)};
+  return tp_hlo_reshape(b, tp_hlo_concatenate(b, parts, 2, 1), 1, &n2);
+}
+
+static tp_hlo_value_t parts_to_complex(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t m = x.dims[0] / 2, one = 1;
+  if (2 * m != x.dims[0]) x = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){2 * m}, &one);
+  tp_hlo_value_t pairs = tp_hlo_reshape(b, x, 2, (int64_t[]){m, 2});
+  int64_t step[2] = {1, 1};
+  tp_hlo_value_t re = tp_hlo_slice(b, pairs, (int64_t[]){0, 0}, (int64_t[]){m, 1}, step);
+  tp_hlo_value_t im = tp_hlo_slice(b, pairs, (int64_t[]){0, 1}, (int64_t[]){m, 2}, step);
+  return tp_hlo_complex(b, tp_hlo_reshape(b, re, 1, &m), tp_hlo_reshape(b, im, 1, &m));
+}
+
+tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dtype,
+                               int64_t nbytes) {
+  if (x.dtype == dtype) return x;
+  if (tp_dtype_is_complex(x.dtype)) x = tp_program_to_storage(b, x);
+  if (tp_dtype_is_complex(dtype))
+    return parts_to_complex(b, tp_program_as_dtype(b, x, tp_dtype_real_part(dtype), nbytes));
+  if (x.dtype == dtype) return x;
+  if (x.dtype == TP_DTYPE_BOOL) x = tp_hlo_convert(b, x, TP_DTYPE_U8);
+  bool to_bool = dtype == TP_DTYPE_BOOL;
+  tp_dtype_t target = to_bool ? TP_DTYPE_U8 : dtype;
+  if (x.dtype != target) {
+    size_t from = tp_dtype_size(x.dtype), to = tp_dtype_size(target);
+    int64_t n = x.dims[0];
+    if (from == to) {
+      x = tp_hlo_bitcast(b, x, target, 1, &n);
+    } else if (from > to) {
+      int64_t d2[2] = {n, (int64_t)(from / to)}, m = nbytes / (int64_t)to;
+      x = tp_hlo_reshape(b, tp_hlo_bitcast(b, x, target, 2, d2), 1, &m);
+    } else {
+      int64_t r = (int64_t)(to / from), m = n / r, d2[2] = {m, r};
+      if (m * r != n) {
+        x = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){m * r}, (int64_t[]){1});
+      }
+      x = tp_hlo_bitcast(b, tp_hlo_reshape(b, x, 2, d2), target, 1, &m);
+    }
+  }
+  return to_bool ? tp_hlo_convert(b, x, TP_DTYPE_BOOL) : x;
+}
+
+tp_hlo_value_t tp_program_storage(tp_hlo_builder_t *b, const tp_hlo_value_t *param,
+                                  const tp_storage_t *s, tp_dtype_t dtype) {
+  if (param) return tp_program_as_dtype(b, *param, dtype, (int64_t)s->nbytes);
+  int64_t n = tp_storage_elems(s, dtype);
+  return tp_hlo_broadcast_to(b, tp_hlo_constant(b, dtype, 0), 1, &n);
+}
+
+/* Linear element indices of |v| (shape = v's sizes), for gather/scatter. */
+static tp_hlo_value_t view_indices(tp_hlo_builder_t *b, const tp_view_t *v, tp_dtype_t it) {
+  tp_hlo_value_t idx = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, v->offset), v->ndim,
+                                           v->sizes);
+  for (int d = 0; d < v->ndim; d++) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    tp_hlo_value_t io = tp_hlo_iota(b, it, v->ndim, v->sizes, d);
+    tp_hlo_value_t st = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, v->strides[d]), v->ndim,
+                                            v->sizes);
+    idx = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, io, st));
+  }
+  return idx;
+}
+
+/* Sorts the dims of |v| that matter (size > 1, stride > 0) by decreasing stride; returns their
+ * count and whether they are non-overlapping (each stride covers the next dim's extent). */
+static int core_dims(const tp_view_t *v, int *order, bool *nonoverlap) {
+  int n = 0;
+  for (int d = 0; d < v->ndim; d++)
+    if (v->sizes[d] > 1 && v->strides[d] > 0) order[n++] = d;
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v->strides[order[j - 1]] < v->strides[order[j]]; j--) {
+      int t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
+    }
+  *nonoverlap = true;
+  for (int i = 0; i + 1 < n; i++)
+    if (v->strides[order[i]] < v->strides[order[i + 1]] * v->sizes[order[i + 1]])
+      *nonoverlap = false;
+  return n;
+}
+
+tp_hlo_value_t tp_program_read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v) {
+  int64_t numel = tp_view_numel(v);
+  int64_t one = 1;
+  if (numel == 0) {
+    tp_hlo_value_t e = tp_hlo_slice(b, x, (int64_t[]){0}, (int64_t[]){0}, &one);
+    return tp_hlo_reshape(b, e, v->ndim, v->sizes);
+  }
+  if (tp_view_contiguous(v)) {
+    int64_t lo = v->offset, hi = v->offset + numel;
+    return tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, v->sizes);
+  }
+  int order[TP_MAX_DIMS];
+  bool nonoverlap;
+  int n = core_dims(v, order, &nonoverlap);
+  /* The view with broadcast (stride 0) dims kept at size 1; broadcast at the end. */
+  int64_t kept[TP_MAX_DIMS];
+  for (int d = 0; d < v->ndim; d++) kept[d] = v->strides[d] == 0 ? 1 : v->sizes[d];
+  tp_hlo_value_t core;
+  if (nonoverlap && n > 0) {
+    /* A strided window: reshape to [size0, stride0], keep the first stride1*size1 of each row,
+     * reshape to [size0, size1, stride1], and so on; pad the tail if the window runs past. */
+    int64_t s0 = v->strides[order[0]], z0 = v->sizes[order[0]];
+    int64_t need = v->offset + s0 * z0;
+    if (need > x.dims[0]) {
+      int64_t pad = need - x.dims[0];
+      tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &pad);
+      tp_hlo_value_t parts[2] = {x, zeros};
+      x = tp_hlo_concatenate(b, parts, 2, 0);
+    }
+    int64_t lo = v->offset, hi = need;
+    x = tp_hlo_slice(b, x, &lo, &hi, &one);
+    int64_t dims[TP_MAX_DIMS + 1], start[TP_MAX_DIMS + 1] = {0}, limit[TP_MAX_DIMS + 1],
+        step[TP_MAX_DIMS + 1];
+    for (int k = 0; k < n; k++) {
+      /* x is [size_0 .. size_{k-1}, size_k * stride_k]: split the last dim, keep its head. */
+      dims[k] = v->sizes[order[k]];
+      dims[k + 1] = v->strides[order[k]];
+      x = tp_hlo_reshape(b, x, k + 2, dims);
+      for (int i = 0; i < k + 2; i++) {
+        limit[i] = dims[i];
+        step[i] = 1;
+      }
+      limit[k + 1] = k + 1 < n ? v->strides[order[k + 1]] * v->sizes[order[k + 1]] : 1;
+      x = tp_hlo_slice(b, x, start, limit, step);
+    }
+    /* Now [size_0, ..., size_{n-1}, 1]. */
+    int64_t cs[TP_MAX_DIMS];
+    for (int k = 0; k < n; k++) cs[k] = v->sizes[order[k]];
+    x = tp_hlo_reshape(b, x, n, cs);
+    /* Put core dims back in view order. */
+    int64_t perm[TP_MAX_DIMS];
+    int m = 0;
+    for (int d = 0; d < v->ndim; d++)
+      for (int k = 0; k < n; k++)
+        if (order[k] == d) perm[m++] = k;
+    core = tp_hlo_transpose(b, x, perm);
+    core = tp_hlo_reshape(b, core, v->ndim, kept);
+  } else if (n == 0) {
+    int64_t lo = v->offset, hi = v->offset + 1;
+    core = tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, kept);
+  } else {
+    tp_view_t kv = *v;
+    for (int d = 0; d < v->ndim; d++) kv.sizes[d] = kept[d];
+    core = tp_hlo_gather_1d(b, x, view_indices(b, &kv, index_type(x.dims[0])));
+  }
+  return tp_hlo_broadcast_in_dim(b, core, v->ndim, v->sizes,
+                                 (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7});
+}
+
+tp_hlo_value_t tp_program_write_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v,
+                                     tp_hlo_value_t value) {
+  int64_t numel = tp_view_numel(v);
+  if (numel == 0) return x;
+  if (tp_view_contiguous(v)) {
+    tp_hlo_value_t flat = tp_hlo_reshape(b, value, 1, &numel);
+    return tp_hlo_update_slice(b, x, flat, &v->offset);
+  }
+  tp_hlo_value_t idx = view_indices(b, v, index_type(x.dims[0]));
+  return tp_hlo_scatter_1d(b, x, idx, value);
+}
+
+tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t *a) {
+  tp_dtype_t dt = a->scalar_dtype;
+  bool src_c = tp_dtype_is_complex(a->meta.dtype);
+  double re = tp_dtype_is_float(a->meta.dtype) || src_c ? a->f : (double)a->i;
+  if (tp_dtype_is_complex(dt)) return tp_hlo_constant_c(b, dt, re, src_c ? a->fi : 0.0);
+  if (tp_dtype_is_float(dt)) return tp_hlo_constant(b, dt, re);
+  unsigned char bytes[16];
+  tp_scalar_bytes(a, dt, bytes);
+  int64_t v = 0;
+  switch (tp_dtype_size(dt)) { /* sign-extend the narrowed value (u8 and bool stay positive) */
+    case 1: v = dt == TP_DTYPE_I8 ? (int64_t)(int8_t)bytes[0] : (int64_t)bytes[0]; break;
+    case 2: { int16_t x; memcpy(&x, bytes, 2); v = x; break; }
+    case 4: { int32_t x; memcpy(&x, bytes, 4); v = x; break; }
+    default: memcpy(&v, bytes, 8); break;
+  }
+  return tp_hlo_constant_i(b, dt, v);
+}
+
