@@ -2,7 +2,7 @@
 
     python -m torch_pjrt.compat ops [--quick] [--shard i/n] [--ops NAME,...] [--dtypes float32,...]
                                     [--tiers clean,nonfinite,error_inputs] [--samples N]
-                                    [--timeout S] [--jobs N] [--out DIR] [--md PATH]
+                                    [--timeout S] [--jobs N] [--update] [--out DIR] [--md PATH]
     python -m torch_pjrt.compat merge [--out DIR] [--md PATH]
     python -m torch_pjrt.compat modules ...  (ModuleInfo sweep: see compat_modules.py)
     python -m torch_pjrt.compat models ...   (the model harness: see compat_models.py)
@@ -27,7 +27,8 @@ use to probe edge behaviour:
                   each further tensor so that binary ops see NaN against inf) written into every
                   floating tensor input at fixed positions (the first, middle and last element in
                   flat order), the same on both sides; the plain call, compared as above
-                  (equal_nan).
+                  (equal_nan), and by value also for a shapes-only op when the sample's CPU
+                  result does not depend on the seed (attention with dropout_p=0...).
     error_inputs  the OpInfo's own error inputs (`error_inputs_func`), once per op whatever the
                   dtypes asked for, recorded under the dtype of their first tensor; variant
                   `error`. The CPU call must raise (else cpu-invalid); the tpu call passes when
@@ -41,6 +42,8 @@ ModuleInfo sweep (compat_modules.py). Results go to DIR/<tier>.json (ops.json fo
 nonfinite.json, error_inputs.json, modules.json; DIR/<tier>.shard-i-of-n.json with --shard,
 which `merge` combines) and to COMPAT.md. COMPAT.md is rendered from whichever of those files
 and DIR/models.json exist, so each sweep rewrites it without losing the others' results.
+`--update` reruns only the entries selected (--ops, --modules) and replaces their records in the
+existing file, which lists the update in its metadata and report header.
 """
 import argparse
 import collections
@@ -342,10 +345,32 @@ def cpu_done():
 _cpu_done_hook = None
 
 
-def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=True):
+def seed_independent(op, variant, sample, ref, seed, expected):
+    """For an op whose values are not compared (values_comparable): whether this sample's CPU
+    result is the same under another seed (attention or dropout with p=0, an embedding), so its
+    values can be compared after all. OpInfos of random ops re-seed inside the call (PyTorch's
+    wrapper_set_seed), so torch.manual_seed seeds otherwise during the second call. Never for
+    ops whose output is uninitialized memory."""
+    if "empty" in op.name:
+        return False
+    manual_seed = torch.manual_seed
+    torch.manual_seed = lambda _: manual_seed(seed + 2)
+    try:
+        manual_seed(seed + 1)
+        again = call_variant(op, variant, Inputs(sample, "cpu", variant, ref), seed + 1)
+        compare(again, _tree_map(torch.Tensor.detach, expected), (0.0, 0.0))
+        return True
+    except Exception:
+        return False
+    finally:
+        torch.manual_seed = manual_seed
+
+
+def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=True, probe_values=False):
     """One case: CPU oracle, then tpu. Returns (status, reason, fallback op names, cpu result),
     or None when the variant does not apply. `known`: label mismatches with KNOWN_CAUSES (traced
-    on clean samples only)."""
+    on clean samples only). `probe_values`: compare the values of a shapes-only op where this
+    sample's CPU result does not depend on the seed (seed_independent)."""
     import torch_pjrt
     try:
         torch.manual_seed(seed)
@@ -354,6 +379,7 @@ def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=T
         return None
     except Exception as e:
         return "cpu-invalid", reason_of(e), [], None
+    values = values_comparable(op) or (probe_values and seed_independent(op, variant, sample, ref, seed, expected))
     cpu_done()
     fallbacks = []
     try:
@@ -362,14 +388,14 @@ def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=T
         torch_pjrt.reset_stats()
         actual = to_host(call_variant(op, variant, x, seed))
         fallbacks = sorted(torch_pjrt.stats()["fallbacks"])
-        compare(actual, _tree_map(torch.Tensor.detach, expected), tolerance(op, dtype), values_comparable(op))
+        compare(actual, _tree_map(torch.Tensor.detach, expected), tolerance(op, dtype), values)
     except Exception as e:
         fallbacks = fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
         cause = known and known_cause(op_name(op), str(dtype).replace("torch.", ""), variant)
         if cause and isinstance(e, AssertionError):
             return "fail", f"known: {cause}; {reason_of(e)}"[:400], fallbacks, expected
         return "fail", reason_of(e), fallbacks, expected
-    note = "" if values_comparable(op) else SHAPES_ONLY
+    note = "" if values else SHAPES_ONLY
     return ("fallback" if fallbacks else "native"), note, fallbacks, expected
 
 
@@ -574,13 +600,14 @@ def nonfinite_cases(op, name, job, begin):
                 if injected is None or not begin(cid):
                     continue
                 seed = zlib.crc32(cid.encode())
-                outcome = run_case(op, "function", injected, dtype, None, seed, on_host[index], known=False)
+                outcome = run_case(op, "function", injected, dtype, None, seed, on_host[index], known=False,
+                                   probe_values=True)
                 if outcome is None:
                     continue
                 status, reason, fallbacks, _ = outcome
                 if status == "fail":
                     clean = clean or (run_case(op, "function", sample, dtype, None, seed, on_host[index],
-                                               known=False) or ("",))[0]
+                                               known=False, probe_values=True) or ("",))[0]
                     if clean == "fail":
                         reason = CLEAN_FAILS + reason
                 yield dict(op=name, variant=variant, dtype=dtype_name, sample=index,
@@ -908,8 +935,10 @@ TIER_TEXT = {
                   "(`neginf`) or all three in turn (`mixed`, shifted by one per tensor so binary ops "
                   "meet NaN against inf) written into every floating tensor input at its first, middle "
                   "and last element, the same on both sides; the plain call compared with the CPU "
-                  "result (NaN equal to NaN, infinities exact). **fail, NaN/inf only**: the failures "
-                  "whose clean sample passes (the others are marked \"the clean sample fails too\")."),
+                  "result (NaN equal to NaN, infinities exact; also for ops otherwise compared by shape "
+                  "only, when the sample's CPU result is the same under another seed). **fail, NaN/inf "
+                  "only**: the failures whose clean sample passes (the others are marked \"the clean "
+                  "sample fails too\")."),
     "error_inputs": ("Error inputs",
                      "Each OpInfo's own error inputs (arguments PyTorch's tests expect to raise). The CPU "
                      "call must raise (else the case is cpu-invalid, not counted); the tpu call passes when "
@@ -924,14 +953,25 @@ def render_tier(doc):
     records = doc["cases"]
     title, text = TIER_TEXT[doc["tier"]]
     fails = sorted({r["op"] for r in records if r["status"] == "fail"})
-    extra = None
-    if doc["tier"] == "nonfinite":
-        extra = ("fail, NaN/inf only", lambda r: r["status"] == "fail" and not r["reason"].startswith(CLEAN_FAILS))
+    dtypes = [d for d in dtype_order(records) if any(r["dtype"] == d and r["status"] in COUNTED for r in records)]
+    seconds = f" ({doc['seconds']} s)" if "seconds" in doc else ""
     out = [f"## {title}", "",
-           "Generated by `" + doc["command"] + "` with torch " + doc["torch"] + ", on " + doc["date"] + ". "
-           + text + f" Details per case: `compat/{TIER_FILES[doc['tier']]}.json`.", "",
-           *summary_table(records, dtype_order(records), extra), "",
-           f"### {title}: failing ops ({len(fails)})", "", *failure_list(records)]
+           "Generated by `" + doc["command"] + "` with torch " + doc["torch"] + ", on " + doc["date"]
+           + seconds + "." + updates_text(doc) + " " + text
+           + f" Details per case: `compat/{TIER_FILES[doc['tier']]}.json`.", ""]
+    if doc["tier"] == "nonfinite":
+        def own(r):
+            return r["status"] == "fail" and not r["reason"].startswith(CLEAN_FAILS)
+        out += [*summary_table(records, dtypes, ("fail, NaN/inf only", own)), "",
+                "| variant | cases | fail | fail, NaN/inf only |", "| --- | ---: | ---: | ---: |"]
+        for v in NONFINITE:
+            mine = [r for r in records if r["variant"] == v and r["status"] in COUNTED]
+            n = len(mine) or 1
+            out.append(f"| {v} | {len(mine)} | {100 * sum(r['status'] == 'fail' for r in mine) / n:.1f}% | "
+                       f"{100 * sum(map(own, mine)) / n:.1f}% |")
+    else:
+        out += summary_table(records, dtypes)
+    out += ["", f"### {title}: failing ops ({len(fails)})", "", *failure_list(records)]
     fell = collections.Counter(f for r in records if r["status"] == "fallback" for f in r["fallbacks"])
     if fell:
         out += ["", "Ops that fell back, by cases: " + ", ".join(f"`{op}` ({n})" for op, n in sorted(fell.items()))]
@@ -1000,6 +1040,26 @@ def merge(out_dir, md_path):
         raise SystemExit(f"no shard files in {out_dir}")
 
 
+def updated(path, meta, records, names, order):
+    """The existing file at `path` with the records of the entries `names` replaced by `records`;
+    its own metadata kept, with this run listed under "updates"."""
+    if not os.path.exists(path):
+        raise SystemExit(f"--update: no {path} to update; run the tier in full first")
+    with open(path) as f:
+        doc = json.load(f)
+    kept = [r for r in doc.pop("cases") if r["op"] not in names]
+    doc["updates"] = doc.get("updates", []) + [dict(command=meta["command"], date=meta["date"],
+                                                    entries=len(names), seconds=meta["seconds"])]
+    merged = sorted(kept + records, key=lambda r: order.get(r["op"], len(order)))  # stable within an op
+    return doc, merged
+
+
+def updates_text(doc):
+    """' Since then N entries rerun by `...` on DATE.', once for each --update of a tier's file."""
+    return "".join(f" Since then {u['entries']} entries rerun by `{u['command']}` on {u['date']}."
+                   for u in doc.get("updates", []))
+
+
 # ----------------------------------------------------------------------------- command line
 
 def main(argv=None):
@@ -1022,6 +1082,9 @@ def main(argv=None):
                        help=f"module inputs per module, dtype and mode (default {DEFAULT_SAMPLES})")
     mod_p.add_argument("--timeout", type=float, default=60, help="seconds one case may take")
     mod_p.add_argument("--jobs", type=int, default=1, help="child processes in parallel")
+    for p in (ops_p, mod_p):
+        p.add_argument("--update", action="store_true",
+                       help="replace only the selected entries' records in the existing DIR/<tier>.json")
     for p in (ops_p, mod_p, sub.add_parser("merge", help="combine per-shard JSON into <tier>.json + COMPAT.md")):
         p.add_argument("--out", default=os.path.join(ROOT, "compat"), help="directory for the JSON")
         p.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"), help="markdown report path")
@@ -1088,13 +1151,22 @@ def main(argv=None):
         if names and not todo:
             parser.error(f"no OpInfo named {names}")
     samples = args.samples or (QUICK_SAMPLES if getattr(args, "quick", False) else DEFAULT_SAMPLES)
+    if args.update and n > 1:
+        parser.error("--update replaces entries in the full file: it takes no --shard")
+    if args.cmd == "modules":
+        order = {info.name: k for k, info in enumerate(compat_modules.load_module_db())}
+    else:
+        order = {op_name(op): k for k, op in enumerate(load_op_db())}
     for tier in tiers:
         started = time.time()
         records = sweep(todo, dtypes, samples, args.timeout, args.jobs, tier)
         meta = metadata(command, dtypes, samples)
         meta["seconds"] = round(time.time() - started)
         print(f"{tier}: {len(todo)} entries, {len(records)} cases in {meta['seconds']} s", file=sys.stderr)
-        if n > 1:
+        if args.update:
+            meta, records = updated(tier_path(args.out, tier), meta, records, set(todo), order)
+            write_report(meta, records, args.out, args.md, tier)
+        elif n > 1:
             path = tier_path(args.out, tier, (i, n))
             write_json(path, dict(meta, tier=tier), records)
             print(f"wrote {path}; combine the shards with `python -m torch_pjrt.compat merge`", file=sys.stderr)

@@ -253,3 +253,28 @@ def test_driver_keeps_one_record_per_case_and_blames_the_side_that_crashed(monke
     assert [(r["sample"], r["status"]) for r in records] == [
         (0, "native"), (1, "cpu-invalid"), (2, "native"), (3, "native"), (4, "fail"), (5, "native")]
     assert records[1]["reason"] == "the CPU call: crash (signal 11)" and records[4]["reason"] == "crash (signal 11)"
+
+
+def test_shapes_only_ops_are_compared_by_value_where_the_sample_is_deterministic():
+    # attention's OpInfo is shapes-only (dropout), and re-seeds inside the call; with dropout_p=0
+    # its CPU result does not depend on the seed, so the nonfinite tier compares its values
+    op = _op("nn.functional.scaled_dot_product_attention")
+    samples = compat._samples(op, torch.float32, 3)
+    assert [s.kwargs["dropout_p"] for s in samples] == [0.0, 0.0, 0.5]
+    expected = [op(s.input, *s.args, **s.kwargs) for s in samples]
+    assert [compat.seed_independent(op, "function", s, None, 0, e) for s, e in zip(samples, expected)] == \
+        [True, True, False]
+    empty = _op("empty_like")
+    sample = compat._samples(empty, torch.float32, 1)[0]
+    assert not compat.seed_independent(empty, "function", sample, None, 0, empty(sample.input))
+
+
+def test_update_replaces_only_the_entries_rerun(tmp_path):
+    meta = dict(command="first", date="d", seconds=1)
+    old = [dict(op=name, sample=i, status="native") for name in ("a", "b", "c") for i in range(2)]
+    compat.write_json(str(tmp_path / "nonfinite.json"), dict(meta, tier="nonfinite"), old)
+    doc, records = compat.updated(str(tmp_path / "nonfinite.json"), dict(command="again", date="e", seconds=2),
+                                  [dict(op="b", sample=0, status="fail")], {"b"}, {"a": 0, "b": 1, "c": 2})
+    assert [(r["op"], r["status"]) for r in records] == [("a", "native")] * 2 + [("b", "fail")] + [("c", "native")] * 2
+    assert doc["command"] == "first" and doc["updates"] == [dict(command="again", date="e", entries=1, seconds=2)]
+    assert "Since then 1 entries rerun by `again` on e." in compat.updates_text(doc)
