@@ -1076,8 +1076,10 @@ def updated(path, meta, records, names, order):
 
 def updates_text(doc):
     """' Since then N entries rerun by `...` on DATE.', once for each --update of a tier's file."""
-    return "".join(f" Since then {u['entries']} entries rerun by `{u['command']}` on {u['date']}."
-                   for u in doc.get("updates", []))
+    import re
+    return "".join(f" Since then {u['entries']} entries rerun by `"
+                   + re.sub(r"--(ops|modules) \S+", rf"--\1 <the {u['entries']}>", u["command"])
+                   + f"` on {u['date']} (names in the JSON)." for u in doc.get("updates", []))
 
 
 # ----------------------------------------------------------------------------- command line
