@@ -38,9 +38,9 @@ static int plan_slot(plan_t *p, tp_storage_t *s) {
   slot_t *sl = &p->slots[p->n_slots];
   memset(sl, 0, sizeof(*sl));
   sl->storage = s;
-  sl->has_buffer = s->buffer != NULL;
-  sl->dtype = s->dtype;
-  sl->numel = s->numel;
+  sl->has_buffer = tp_storage_buffer(s) != NULL;
+  sl->dtype = tp_storage_buffer_dtype(s);
+  sl->numel = tp_storage_buffer_numel(s);
   sl->param = sl->output = -1;
   return p->n_slots++;
 }
@@ -99,7 +99,7 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
       next[si] = tp_program_storage(b, sl->has_buffer ? &arrays[si] : NULL, sl->storage, v->dtype);
       started[si] = true;
     }
-    next[si] = tp_program_write_view(b, tp_program_as_dtype(b, next[si], v->dtype, (int64_t)sl->storage->nbytes), v, val);
+    next[si] = tp_program_write_view(b, tp_program_as_dtype(b, next[si], v->dtype, (int64_t)tp_storage_nbytes(sl->storage)), v, val);
   }
   tp_hlo_value_t results_out[MAX_STORAGES + 1];
   int n_results = 0;
@@ -150,10 +150,10 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     sl->new_dtype = tp_dtype_storage(outs[k].dtype);
     sl->new_numel = tp_storage_elems(sl->storage, sl->new_dtype);
     if ((size_t)tp_storage_elems(sl->storage, outs[k].dtype) * tp_dtype_size(outs[k].dtype) !=
-        sl->storage->nbytes)
+        tp_storage_nbytes(sl->storage))
       return tp_make_status(TP_UNIMPLEMENTED,
                             "writing %s elements into a storage of %zu bytes (not a multiple)",
-                            tp_dtype_name(outs[k].dtype), sl->storage->nbytes);
+                            tp_dtype_name(outs[k].dtype), tp_storage_nbytes(sl->storage));
   }
   for (int i = 0; i < p->n_slots; i++) {
     slot_t *sl = &p->slots[i];
@@ -167,7 +167,7 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
   for (int i = 0; i < p->n_slots; i++) {
     const slot_t *sl = &p->slots[i];
     tp_key_put_i64(sig, sl->has_buffer ? sl->dtype : -1);
-    tp_key_put_i64(sig, sl->has_buffer ? sl->numel : (int64_t)sl->storage->nbytes);
+    tp_key_put_i64(sig, sl->has_buffer ? sl->numel : (int64_t)tp_storage_nbytes(sl->storage));
     tp_key_put_i64(sig, sl->param);
     tp_key_put_i64(sig, sl->output);
     tp_key_put_i64(sig, sl->partial);
@@ -217,7 +217,7 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   int device = -1;
   for (int i = 0; i < n_args; i++)
     if (args[i].arg.kind == TP_ARG_TENSOR) {
-      int dv = args[i].view.storage->device;
+      int dv = tp_storage_device(args[i].view.storage);
       if (device >= 0 && dv != device)
         return tp_make_status(TP_INVALID_ARGUMENT,
                               "%s: expected all tensors to be on the same device, but found at "
@@ -226,10 +226,10 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
       device = dv;
     }
   for (int k = 0; k < n_out; k++) {
-    if (device >= 0 && outs[k].storage->device != device)
+    if (device >= 0 && tp_storage_device(outs[k].storage) != device)
       return tp_make_status(TP_INVALID_ARGUMENT, "%s: output on tpu:%d, inputs on tpu:%d",
-                            d->name, outs[k].storage->device, device);
-    device = outs[k].storage->device;
+                            d->name, tp_storage_device(outs[k].storage), device);
+    device = tp_storage_device(outs[k].storage);
   }
   static plan_t p;
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
@@ -241,13 +241,13 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
       tp_exec_program(sig.data, sig.len, tp_hash_bytes(sig.data, sig.len, 0), build_call, &ctx,
                       &exe, &compiled),
       "compiling %s", d->name));
-  void *inputs[MAX_STORAGES + TP_MAX_ARGS];
+  PJRT_Buffer *inputs[MAX_STORAGES + TP_MAX_ARGS];
   int n_in = 0;
   for (int i = 0; i < p.n_slots; i++)
-    if (p.slots[i].param >= 0) inputs[n_in++] = p.slots[i].storage->buffer;
+    if (p.slots[i].param >= 0) inputs[n_in++] = tp_storage_buffer(p.slots[i].storage);
   tp_status_t *st = NULL;
   uint64_t call = tp_scalars_next_call();
-  void *owned[TP_MAX_ARGS];
+  PJRT_Buffer *owned[TP_MAX_ARGS];
   int n_owned = 0;
   for (int i = 0; i < n_args && !st; i++)
     if (args[i].arg.kind == TP_ARG_SCALAR) {
@@ -255,11 +255,16 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
                              &owned[n_owned]);
       if (!st && owned[n_owned]) n_owned++;
     }
-  void *results[MAX_STORAGES + 1] = {NULL};
+  PJRT_Buffer *results[MAX_STORAGES + 1] = {NULL};
   /* An output past the storages' is the program's index check (see build_program). */
   if (!st)
-    st = tp_executable_execute(exe, device < 0 ? 0 : device, inputs, (size_t)n_in, NULL, 0,
-                               results, d->name, tp_exec_blocking(), p.n_outputs);
+    st = tp_executable_execute(exe, &(tp_execute_args_t){.device = device < 0 ? 0 : device,
+                                                         .args = inputs,
+                                                         .n_args = (size_t)n_in,
+                                                         .out_buffers = results,
+                                                         .op_name = d->name,
+                                                         .blocking = tp_exec_blocking(),
+                                                         .check_output = p.n_outputs});
   tp_executable_release(exe);
   for (int i = 0; i < n_owned; i++) tp_buffer_destroy(tp_exec_client(), owned[i]);
   if (st) {
@@ -361,10 +366,10 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
   TP_RETURN_IF_ERROR(tp_view_check_bounds(dst));
   int64_t numel = tp_view_numel(dst);
   if (tp_view_is_whole(dst)) {
-    void *buf = NULL;
+    PJRT_Buffer *buf = NULL;
     tp_dtype_t sdt = tp_dtype_storage(dst->dtype); /* complex: its parts, interleaved */
     numel *= (int64_t)(tp_dtype_size(dst->dtype) / tp_dtype_size(sdt));
-    TP_RETURN_IF_ERROR(tp_buffer_from_host(tp_exec_client(), dst->storage->device, data, sdt, 1,
+    TP_RETURN_IF_ERROR(tp_buffer_from_host(tp_exec_client(), tp_storage_device(dst->storage), data, sdt, 1,
                                            &numel, &buf));
     tp_exec_lock();
     tp_storage_set_buffer(dst->storage, buf, sdt, numel);
@@ -373,7 +378,7 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
   }
   tp_storage_t *tmp = NULL;
   tp_view_t tv;
-  TP_RETURN_IF_ERROR(temp_storage(dst->storage->device, dst->dtype, dst, &tmp, &tv));
+  TP_RETURN_IF_ERROR(temp_storage(tp_storage_device(dst->storage), dst->dtype, dst, &tmp, &tv));
   tp_status_t *st = tp_eager_copy_from_host(&tv, data);
   if (!st) st = tp_eager_copy(dst, &tv);
   tp_storage_release(tmp);
@@ -386,8 +391,9 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   size_t nbytes = (size_t)tp_view_numel(src) * tp_dtype_size(src->dtype);
   /* The lock keeps another thread from donating the buffer while it is read. */
   tp_exec_lock();
-  void *buf = src->storage->buffer;
-  bool direct = tp_view_is_whole(src) && (!buf || src->storage->dtype == tp_dtype_storage(src->dtype));
+  PJRT_Buffer *buf = tp_storage_buffer(src->storage);
+  bool direct = tp_view_is_whole(src) &&
+                (!buf || tp_storage_buffer_dtype(src->storage) == tp_dtype_storage(src->dtype));
   if (direct) {
     tp_status_t *st = NULL;
     if (!buf) memset(data, 0, nbytes);
@@ -398,7 +404,7 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   tp_exec_unlock();
   tp_storage_t *tmp = NULL;
   tp_view_t tv;
-  TP_RETURN_IF_ERROR(temp_storage(src->storage->device, src->dtype, src, &tmp, &tv));
+  TP_RETURN_IF_ERROR(temp_storage(tp_storage_device(src->storage), src->dtype, src, &tmp, &tv));
   tp_status_t *st = tp_eager_copy(&tv, src);
   if (!st) st = tp_eager_copy_to_host(&tv, data);
   tp_storage_release(tmp);

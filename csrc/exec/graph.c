@@ -199,7 +199,10 @@ static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gs
   }
   for (int s = 0; s < n_slots; s++)
     if (slots[s].param >= 0)
-      params[s] = tp_hlo_param(b, slots[s].storage->dtype, 1, &slots[s].storage->numel, -1);
+      {
+      int64_t numel = tp_storage_buffer_numel(slots[s].storage);
+      params[s] = tp_hlo_param(b, tp_storage_buffer_dtype(slots[s].storage), 1, &numel, -1);
+    }
   for (int r = 0; r < g->n_random; r++) keys[r] = tp_hlo_param(b, TP_DTYPE_I64, 0, NULL, -1);
   for (int i = 0; i < g->n_inputs; i++) {
     const gslot_t *sl = &slots[input_slot[i]];
@@ -252,9 +255,9 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
   int n_in = g->n_inputs;
   gslot_t *slots = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(gslot_t));
   int *input_slot = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(int));
-  void **args = calloc((size_t)(n_in + g->n_random + 1), sizeof(void *));
-  void **results = calloc((size_t)(g->n_outputs + 1), sizeof(void *));
-  void **owned = calloc((size_t)(g->n_random + 1), sizeof(void *)); /* see tp_scalars_buffer */
+  PJRT_Buffer **args = calloc((size_t)(n_in + g->n_random + 1), sizeof(PJRT_Buffer *));
+  PJRT_Buffer **results = calloc((size_t)(g->n_outputs + 1), sizeof(PJRT_Buffer *));
+  PJRT_Buffer **owned = calloc((size_t)(g->n_random + 1), sizeof(PJRT_Buffer *)); /* see tp_scalars_buffer */
   tp_status_t *st = (slots && input_slot && args && results && owned) ? NULL : oom();
   int n_slots = 0, n_params = 0;
   /* Storages become parameters once each, however many inputs view them. */
@@ -267,9 +270,9 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
                           "declared shape or dtype", i);
       break;
     }
-    if (v->storage->device != device) {
+    if (tp_storage_device(v->storage) != device) {
       st = tp_make_status(TP_INVALID_ARGUMENT, "graph input %d is on tpu:%d, the graph runs on "
-                          "tpu:%d", i, v->storage->device, device);
+                          "tpu:%d", i, tp_storage_device(v->storage), device);
       break;
     }
     st = tp_view_check_bounds(v);
@@ -277,7 +280,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     while (s < n_slots && slots[s].storage != v->storage) s++;
     if (s == n_slots) {
       slots[s].storage = v->storage;
-      slots[s].param = v->storage->buffer ? n_params++ : -1;
+      slots[s].param = tp_storage_buffer(v->storage) ? n_params++ : -1;
       n_slots++;
     }
     input_slot[i] = s;
@@ -299,8 +302,8 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     }
     for (int s = 0; s < n_slots; s++) {
       const tp_storage_t *sg = slots[s].storage;
-      tp_key_put_i64(k, slots[s].param >= 0 ? sg->dtype : -1);
-      tp_key_put_i64(k, slots[s].param >= 0 ? sg->numel : (int64_t)sg->nbytes);
+      tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_dtype(sg) : -1);
+      tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_numel(sg) : (int64_t)tp_storage_nbytes(sg));
     }
     if (k->failed) st = oom();
   }
@@ -332,7 +335,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
   if (!st) {
     int n_args = 0;
     for (int s = 0; s < n_slots; s++)
-      if (slots[s].param >= 0) args[n_args++] = slots[s].storage->buffer;
+      if (slots[s].param >= 0) args[n_args++] = tp_storage_buffer(slots[s].storage);
     uint64_t call = tp_scalars_next_call();
     int n_owned = 0;
     for (int r = 0; r < g->n_random && !st; r++) {
@@ -345,8 +348,13 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
       if (!st && owned[n_owned]) n_owned++;
     }
     if (!st)
-      st = tp_executable_execute(exe, device, args, (size_t)n_args, NULL, 0, results, "graph",
-                                 tp_exec_blocking(), g->n_outputs);
+      st = tp_executable_execute(exe, &(tp_execute_args_t){.device = device,
+                                                           .args = args,
+                                                           .n_args = (size_t)n_args,
+                                                           .out_buffers = results,
+                                                           .op_name = "graph",
+                                                           .blocking = tp_exec_blocking(),
+                                                           .check_output = g->n_outputs});
     for (int i = 0; i < n_owned; i++) tp_buffer_destroy(client, owned[i]);
     for (int k = 0; k < g->n_outputs; k++) {
       if (!results[k]) continue;
@@ -366,8 +374,8 @@ tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, co
   memset(out, 0, sizeof(*out));
   for (int k = 0; k < g->n_outputs; k++) {
     const tp_meta_t *m = &g->values[g->outputs[k]];
-    if (outs[k]->device != device ||
-        outs[k]->nbytes != (size_t)tp_meta_numel(m) * tp_dtype_size(m->dtype))
+    if (tp_storage_device(outs[k]) != device ||
+        tp_storage_nbytes(outs[k]) != (size_t)tp_meta_numel(m) * tp_dtype_size(m->dtype))
       return tp_make_status(TP_INVALID_ARGUMENT, "graph output %d: storage of the wrong size or "
                             "device", k);
   }

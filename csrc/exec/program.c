@@ -21,12 +21,12 @@ bool tp_view_contiguous(const tp_view_t *v) {
 }
 
 int64_t tp_storage_elems(const tp_storage_t *s, tp_dtype_t dtype) {
-  return (int64_t)(s->nbytes / tp_dtype_size(dtype));
+  return (int64_t)(tp_storage_nbytes(s) / tp_dtype_size(dtype));
 }
 
 bool tp_view_is_whole(const tp_view_t *v) {
   return v->offset == 0 && tp_view_contiguous(v) &&
-         (size_t)tp_view_numel(v) * tp_dtype_size(v->dtype) == v->storage->nbytes;
+         (size_t)tp_view_numel(v) * tp_dtype_size(v->dtype) == tp_storage_nbytes(v->storage);
 }
 
 tp_status_t *tp_view_check_bounds(const tp_view_t *v) {
@@ -39,7 +39,7 @@ tp_status_t *tp_view_check_bounds(const tp_view_t *v) {
   if (lo < 0 || hi >= tp_storage_elems(v->storage, v->dtype))
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "view [offset %lld, extent %lld] lies outside its storage of %zu bytes",
-                          (long long)v->offset, (long long)(hi - lo + 1), v->storage->nbytes);
+                          (long long)v->offset, (long long)(hi - lo + 1), tp_storage_nbytes(v->storage));
   return NULL;
 }
 
@@ -98,7 +98,7 @@ tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dty
 
 tp_hlo_value_t tp_program_storage(tp_hlo_builder_t *b, const tp_hlo_value_t *param,
                                   const tp_storage_t *s, tp_dtype_t dtype) {
-  if (param) return tp_program_as_dtype(b, *param, dtype, (int64_t)s->nbytes);
+  if (param) return tp_program_as_dtype(b, *param, dtype, (int64_t)tp_storage_nbytes(s));
   int64_t n = tp_storage_elems(s, dtype);
   return tp_hlo_broadcast_to(b, tp_hlo_constant(b, dtype, 0), 1, &n);
 }

@@ -11,7 +11,7 @@ static struct {
   int device;
   tp_dtype_t dtype;
   uint64_t bits[2]; /* the value's bytes (16: complex128) */
-  void *buffer;
+  PJRT_Buffer *buffer;
   uint64_t call;    /* the last call (tp_scalars_buffer's |call|) that took this buffer */
 } g_scalars[SCALAR_CACHE];
 static uint64_t g_calls; /* under g_lock */
@@ -59,8 +59,8 @@ void tp_scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *out)
   }
 }
 
-tp_status_t *tp_scalars_buffer(int device, const tp_op_arg_t *a, uint64_t call, void **out,
-                               void **out_owned) {
+tp_status_t *tp_scalars_buffer(int device, const tp_op_arg_t *a, uint64_t call, PJRT_Buffer **out,
+                               PJRT_Buffer **out_owned) {
   *out_owned = NULL;
   unsigned char bytes[16];
   tp_dtype_t dt = a->scalar_dtype;
@@ -75,7 +75,7 @@ tp_status_t *tp_scalars_buffer(int device, const tp_op_arg_t *a, uint64_t call, 
     *out = g_scalars[slot].buffer;
     return NULL;
   }
-  void *buf = NULL;
+  PJRT_Buffer *buf = NULL;
   TP_RETURN_IF_ERROR(tp_buffer_from_host(tp_exec_client(), device, bytes, dt, 0, NULL, &buf));
   *out = buf;
   /* Another argument of this call holds the slot's buffer: evicting it now would hand the

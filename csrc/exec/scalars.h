@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ops/op.h"
+#include "runtime/client.h" /* PJRT_Buffer */
 
 /* The host bytes (16, zero-padded) of scalar |a| converted to |dtype| as PyTorch converts. */
 void tp_scalar_bytes(const tp_op_arg_t *a, tp_dtype_t dtype, unsigned char *out);
@@ -17,7 +18,7 @@ uint64_t tp_scalars_next_call(void);
  * (tp_scalars_next_call). Cached by value and borrowed, except when an earlier scalar of the same
  * call holds the cache slot: then the buffer is also returned in *out_owned (else NULL) and the
  * caller destroys it after enqueuing the execution. Under the executor lock. */
-tp_status_t *tp_scalars_buffer(int device, const tp_op_arg_t *a, uint64_t call, void **out,
-                               void **out_owned);
+tp_status_t *tp_scalars_buffer(int device, const tp_op_arg_t *a, uint64_t call, PJRT_Buffer **out,
+                               PJRT_Buffer **out_owned);
 
 #endif  /* TP_EXEC_SCALARS_H_ */

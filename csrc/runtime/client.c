@@ -112,7 +112,7 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   default_host_threads();
   tp_client_t *c = calloc(1, sizeof(*c));
   if (!c) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
-  c->refs = 1;
+  tp_ref_init(&c->ref);
   c->api = api;
   pthread_mutex_init(&c->lock, NULL);
   c->plugin_path = strdup(plugin_path);
@@ -163,6 +163,12 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   c->devices = dargs.addressable_devices;
   c->num_devices = dargs.num_addressable_devices;
   c->device_kinds = calloc(c->num_devices ? c->num_devices : 1, sizeof(char *));
+  c->bytes_in_use = calloc(c->num_devices ? c->num_devices : 1, sizeof(c->bytes_in_use[0]));
+  c->peak_bytes = calloc(c->num_devices ? c->num_devices : 1, sizeof(c->peak_bytes[0]));
+  if (!c->device_kinds || !c->bytes_in_use || !c->peak_bytes) {
+    tp_client_release(c);
+    return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  }
   for (size_t i = 0; i < c->num_devices; i++) {
     TP_PJRT_ARGS(PJRT_Device_GetDescription_Args, gargs);
     gargs.device = c->devices[i];
@@ -186,12 +192,7 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   return NULL;
 }
 
-void tp_client_retain(tp_client_t *c) {
-  if (c) atomic_fetch_add((_Atomic int *)&c->refs, 1);
-}
-
-void tp_client_release(tp_client_t *c) {
-  if (!c || atomic_fetch_sub((_Atomic int *)&c->refs, 1) != 1) return;
+static void client_destroy(tp_client_t *c) {
   tp_status_free(tp_client_synchronize(c));
   tp_status_free(c->async_error);
   free(c->fault_op);
@@ -205,9 +206,13 @@ void tp_client_release(tp_client_t *c) {
   free(c->plugin_path);
   free(c->platform_name);
   free(c->platform_version);
+  free(c->bytes_in_use);
+  free(c->peak_bytes);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
+
+TP_REF_FUNCTIONS(tp_client_t, tp_client, client_destroy)
 
 const char *tp_client_plugin_path(const tp_client_t *c) { return c->plugin_path; }
 const char *tp_client_platform_name(const tp_client_t *c) { return c->platform_name; }
@@ -365,22 +370,20 @@ static void prune_locked(tp_client_t *c, int keep_at_most) {
   drop_head_locked(c, i);
 }
 
-/* Completion times by sequence number, written by plugin threads (atomics only, no locks). */
-#define TP_TIME_RING 4096
-static _Atomic int64_t g_done_ns[TP_TIME_RING];
-
 static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* |user_arg|: the execution's slot in its client's done_ns. */
 static void on_ready(PJRT_Error *error, void *user_arg) {
-  atomic_store(&g_done_ns[(uintptr_t)user_arg % TP_TIME_RING], now_ns());
+  atomic_store((_Atomic int64_t *)user_arg, now_ns());
   (void)error; /* the error itself is read when the event is awaited */
 }
 
-void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void *check) {
+void tp_client_track(tp_client_t *c, PJRT_Event *pjrt_event, const char *op_name,
+                     PJRT_Buffer *check) {
   if (!pjrt_event) {
     tp_pjrt_buffer_destroy(c->api, check);
     return;
@@ -388,11 +391,11 @@ void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void
   pthread_mutex_lock(&c->lock);
   if (c->n_pending == TP_MAX_PENDING) prune_locked(c, TP_MAX_PENDING / 2);
   uint64_t seq = ++c->enqueued;
-  atomic_store(&g_done_ns[seq % TP_TIME_RING], 0);
+  atomic_store(&c->done_ns[seq % TP_TIME_RING], 0);
   TP_PJRT_ARGS(PJRT_Event_OnReady_Args, oargs);
   oargs.event = pjrt_event;
   oargs.callback = on_ready;
-  oargs.user_arg = (void *)(uintptr_t)seq;
+  oargs.user_arg = (void *)&c->done_ns[seq % TP_TIME_RING];
   tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Event_OnReady(&oargs), "event"));
   int k = c->n_pending++;
   c->pending[k].seq = seq;
@@ -416,8 +419,8 @@ void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void
   pthread_mutex_unlock(&c->lock);
 }
 
-tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name,
-                                       void *check) {
+tp_status_t *tp_client_await_execution(tp_client_t *c, PJRT_Event *pjrt_event, const char *op_name,
+                                       PJRT_Buffer *check) {
   int fault = 0;
   if (atomic_load_explicit(&c->fault_armed, memory_order_relaxed)) {
     pthread_mutex_lock(&c->lock);
@@ -472,7 +475,6 @@ tp_status_t *tp_client_marker_wait(tp_client_t *c, const tp_marker_t *m) {
 }
 
 int64_t tp_client_marker_time(tp_client_t *c, const tp_marker_t *m) {
-  (void)c;
-  int64_t t = m->seq ? atomic_load(&g_done_ns[m->seq % TP_TIME_RING]) : 0;
+  int64_t t = m->seq ? atomic_load(&c->done_ns[m->seq % TP_TIME_RING]) : 0;
   return t > m->record_ns ? t : m->record_ns;
 }

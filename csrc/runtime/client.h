@@ -14,6 +14,9 @@ extern "C" {
 #endif
 
 typedef struct tp_client tp_client_t;
+/* PJRT's own handle types (pjrt_c_api.h declares them the same way). */
+typedef struct PJRT_Buffer PJRT_Buffer;
+typedef struct PJRT_Event PJRT_Event;
 
 /* Loads the plugin at |plugin_path| (dlopen, never dlclose), checks its API version, initializes
  * it and creates a client. |cpu_device_count| > 0 is passed to plugins that accept it.
@@ -44,16 +47,16 @@ void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes);
 /* Waits for every enqueued execution; returns the first asynchronous failure, naming its op. */
 tp_status_t *tp_client_synchronize(tp_client_t *c);
 
-/* Records an execution's completion event (ownership passes to the client). |op_name| must be
+/* Records an execution's completion |event| (ownership passes to the client). |op_name| must be
  * a static string. A failure of that execution is reported by the next synchronizing call
  * (tp_client_synchronize, tp_client_marker_wait, tp_buffer_to_host), naming |op_name|. So is a
  * set |check| flag (the program's pred[] check output, or NULL; ownership passes): an IndexError
  * for an index out of range, as CUDA reports a device-side assert. */
-void tp_client_track(tp_client_t *c, void *pjrt_event, const char *op_name, void *check);
-/* For blocking executions: awaits |pjrt_event| (ownership passes; it is destroyed) and returns
+void tp_client_track(tp_client_t *c, PJRT_Event *event, const char *op_name, PJRT_Buffer *check);
+/* For blocking executions: awaits |event| (ownership passes; it is destroyed) and returns
  * that execution's failure, or its set |check| flag, naming |op_name|. */
-tp_status_t *tp_client_await_execution(tp_client_t *c, void *pjrt_event, const char *op_name,
-                                       void *check);
+tp_status_t *tp_client_await_execution(tp_client_t *c, PJRT_Event *event, const char *op_name,
+                                       PJRT_Buffer *check);
 
 /* Fault injection, for testing the error paths (no device fails on demand). Executions of |op|
  * (an op-table name such as "mul.Tensor", or a base name such as "mul" for every overload)

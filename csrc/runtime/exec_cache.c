@@ -467,14 +467,14 @@ tp_executable_t *tp_exec_cache_lookup(tp_exec_cache_t *c, const void *key, size_
     tp_executable_retain(e->exe);
     tp_executable_t *exe = e->exe;
     pthread_mutex_unlock(&c->lock);
-    tp_runtime_count_hit(0);
+    tp_runtime_count_hit(c->client, 0);
     return exe;
   }
   pthread_mutex_unlock(&c->lock);
   if (!c->dir) return NULL;
   tp_executable_t *exe = disk_load(c, key, key_size);
   if (!exe) return NULL;
-  tp_runtime_count_hit(1);
+  tp_runtime_count_hit(c->client, 1);
   pthread_mutex_lock(&c->lock);
   insert_locked(c, key, key_size, hash, exe);
   pthread_mutex_unlock(&c->lock);

@@ -8,28 +8,27 @@
 #include "runtime/internal.h"
 
 struct tp_executable {
-  int refs; /* atomic */
+  tp_ref_t ref;
   tp_client_t *client;
   PJRT_LoadedExecutable *exe;
   int num_outputs;
 };
 
-static _Atomic int64_t g_compiles, g_mem_hits, g_disk_hits, g_executes;
-static _Atomic int64_t g_compile_ns;
-
-void tp_runtime_stats(tp_runtime_stats_t *out) {
-  out->compiles = g_compiles;
-  out->memory_cache_hits = g_mem_hits;
-  out->disk_cache_hits = g_disk_hits;
-  out->executes = g_executes;
-  out->compile_seconds = (double)g_compile_ns / 1e9;
+void tp_runtime_stats(tp_client_t *c, tp_runtime_stats_t *out) {
+  out->compiles = c->compiles;
+  out->memory_cache_hits = c->memory_cache_hits;
+  out->disk_cache_hits = c->disk_cache_hits;
+  out->executes = c->executes;
+  out->compile_seconds = (double)c->compile_ns / 1e9;
 }
 
-void tp_runtime_stats_reset(void) {
-  g_compiles = g_mem_hits = g_disk_hits = g_executes = g_compile_ns = 0;
+void tp_runtime_stats_reset(tp_client_t *c) {
+  c->compiles = c->memory_cache_hits = c->disk_cache_hits = c->executes = c->compile_ns = 0;
 }
 
-void tp_runtime_count_hit(int disk) { atomic_fetch_add(disk ? &g_disk_hits : &g_mem_hits, 1); }
+void tp_runtime_count_hit(tp_client_t *c, int disk) {
+  atomic_fetch_add(disk ? &c->disk_cache_hits : &c->memory_cache_hits, 1);
+}
 
 /* xla.CompileOptionsProto: executable_build_options {num_replicas: 1, num_partitions: 1} and
  * compile_portable_executable: true, so one executable runs on any device via execute_device.
@@ -41,7 +40,7 @@ static tp_status_t *wrap(tp_client_t *client, PJRT_LoadedExecutable *loaded,
   const PJRT_Api *api = client->api;
   tp_executable_t *e = calloc(1, sizeof(*e));
   if (!e) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
-  e->refs = 1;
+  tp_ref_init(&e->ref);
   e->client = client;
   tp_client_retain(client);
   e->exe = loaded;
@@ -84,10 +83,10 @@ tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t
   clock_gettime(CLOCK_MONOTONIC, &t0);
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_Client_Compile(&args), "compile");
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  atomic_fetch_add(&g_compile_ns,
+  atomic_fetch_add(&client->compile_ns,
                    (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec));
   if (st) return st;
-  atomic_fetch_add(&g_compiles, 1);
+  atomic_fetch_add(&client->compiles, 1);
   return wrap(client, args.executable, out_exe);
 }
 
@@ -131,12 +130,7 @@ tp_status_t *tp_executable_deserialize(tp_client_t *client, const char *bytes, s
   return wrap(client, args.loaded_executable, out_exe);
 }
 
-void tp_executable_retain(tp_executable_t *e) {
-  if (e) atomic_fetch_add((_Atomic int *)&e->refs, 1);
-}
-
-void tp_executable_release(tp_executable_t *e) {
-  if (!e || atomic_fetch_sub((_Atomic int *)&e->refs, 1) != 1) return;
+static void executable_destroy(tp_executable_t *e) {
   if (e->exe) {
     TP_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args, args);
     args.executable = e->exe;
@@ -148,41 +142,40 @@ void tp_executable_release(tp_executable_t *e) {
   free(e);
 }
 
+TP_REF_FUNCTIONS(tp_executable_t, tp_executable, executable_destroy)
+
 int tp_executable_num_outputs(const tp_executable_t *e) { return e->num_outputs; }
 
-tp_status_t *tp_executable_execute(tp_executable_t *e, int device, void *const *args,
-                                   size_t n_args, const int64_t *non_donatable,
-                                   size_t n_non_donatable, void **out_buffers,
-                                   const char *op_name, int blocking, int check_output) {
+tp_status_t *tp_executable_execute(tp_executable_t *e, const tp_execute_args_t *a) {
   tp_client_t *c = e->client;
   const PJRT_Api *api = c->api;
-  if (device < 0 || (size_t)device >= c->num_devices)
+  if (a->device < 0 || (size_t)a->device >= c->num_devices)
     return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
-                          device, c->num_devices);
+                          a->device, c->num_devices);
   TP_PJRT_ARGS(PJRT_ExecuteOptions, opts);
-  opts.non_donatable_input_indices = non_donatable;
-  opts.num_non_donatable_input_indices = n_non_donatable;
-  PJRT_Buffer *const *arg_list = (PJRT_Buffer *const *)args;
-  PJRT_Buffer **out_list = (PJRT_Buffer **)out_buffers;
+  opts.non_donatable_input_indices = a->non_donatable;
+  opts.num_non_donatable_input_indices = a->n_non_donatable;
+  PJRT_Buffer *const *arg_list = a->args;
+  PJRT_Buffer **out_list = a->out_buffers;
   PJRT_Event *done = NULL;
   TP_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, xargs);
   xargs.executable = e->exe;
   xargs.options = &opts;
   xargs.argument_lists = &arg_list;
   xargs.num_devices = 1;
-  xargs.num_args = n_args;
+  xargs.num_args = a->n_args;
   xargs.output_lists = &out_list;
   xargs.device_complete_events = &done;
-  xargs.execute_device = c->devices[device];
-  tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), op_name);
+  xargs.execute_device = c->devices[a->device];
+  tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), a->op_name);
   if (st) return st;
-  atomic_fetch_add(&g_executes, 1);
-  void *check = NULL;
-  if (check_output >= 0 && check_output < e->num_outputs) {
-    check = out_buffers[check_output];
-    out_buffers[check_output] = NULL;
+  atomic_fetch_add(&c->executes, 1);
+  PJRT_Buffer *check = NULL;
+  if (a->check_output >= 0 && a->check_output < e->num_outputs) {
+    check = a->out_buffers[a->check_output];
+    a->out_buffers[a->check_output] = NULL;
   }
-  if (blocking) return tp_client_await_execution(c, done, op_name, check);
-  tp_client_track(c, done, op_name, check);
+  if (a->blocking) return tp_client_await_execution(c, done, a->op_name, check);
+  tp_client_track(c, done, a->op_name, check);
   return NULL;
 }

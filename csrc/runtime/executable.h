@@ -3,11 +3,13 @@
 #ifndef TP_RUNTIME_EXECUTABLE_H_
 #define TP_RUNTIME_EXECUTABLE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
 #include "runtime/client.h"
+#include "runtime/storage.h" /* PJRT_Buffer */
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,28 +30,38 @@ void tp_executable_retain(tp_executable_t *exe);
 void tp_executable_release(tp_executable_t *exe);
 int tp_executable_num_outputs(const tp_executable_t *exe);
 
-/* Enqueues one execution on |device|. |args| are PJRT_Buffer* (borrowed; those not listed in
- * |non_donatable| may be donated, i.e. dead afterwards when the program aliases them). Fills
- * |out_buffers| (num_outputs entries, caller owns). Returns once enqueued; a failure that happens
- * later surfaces at the next tp_client_synchronize, attributed to |op_name| (a static string).
- * With |blocking| set, waits for completion and returns its error here. An output at index
- * |check_output| (-1, or the program has no output there: none) is the program's check flag
+/* One execution: on |device|, reading |args| (borrowed; those not listed in |non_donatable| may be
+ * donated, i.e. dead afterwards when the program aliases them), filling |out_buffers|
+ * (num_outputs entries, caller owns). A failure that happens later surfaces at the next
+ * tp_client_synchronize, attributed to |op_name| (a static string). With |blocking| set, the
+ * call waits for completion and returns its error itself. The output at index |check_output|
+ * (-1, or the program has no output there: none) is the program's check flag
  * (tp_hlo_check_flag, appended after the data outputs): the client takes it (its out_buffers
  * entry becomes NULL) and reports IndexError the same way when it is set. */
-tp_status_t *tp_executable_execute(tp_executable_t *exe, int device, void *const *args,
-                                   size_t n_args, const int64_t *non_donatable,
-                                   size_t n_non_donatable, void **out_buffers,
-                                   const char *op_name, int blocking, int check_output);
+typedef struct {
+  int device;
+  PJRT_Buffer *const *args;
+  size_t n_args;
+  const int64_t *non_donatable;
+  size_t n_non_donatable;
+  PJRT_Buffer **out_buffers;
+  const char *op_name;
+  bool blocking;
+  int check_output;
+} tp_execute_args_t;
 
-/* Process-wide counters. */
+/* Enqueues one execution of |exe| (see tp_execute_args_t); returns once enqueued. */
+tp_status_t *tp_executable_execute(tp_executable_t *exe, const tp_execute_args_t *args);
+
+/* The client's counters. */
 typedef struct {
   int64_t compiles, memory_cache_hits, disk_cache_hits, executes;
   double compile_seconds;
 } tp_runtime_stats_t;
-void tp_runtime_stats(tp_runtime_stats_t *out);
-void tp_runtime_stats_reset(void);
-/* Internal counters bumped by the cache and executor. */
-void tp_runtime_count_hit(int disk);
+void tp_runtime_stats(tp_client_t *client, tp_runtime_stats_t *out);
+void tp_runtime_stats_reset(tp_client_t *client);
+/* Counts an executable-cache hit (the cache calls it). */
+void tp_runtime_count_hit(tp_client_t *client, int disk);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "base/ref.h"
 #include "base/status.h"
 #include "runtime/client.h"
 
@@ -30,9 +31,11 @@ void tp_pjrt_buffer_destroy(const PJRT_Api *api, PJRT_Buffer *buf);
 PJRT_Buffer_Type tp_pjrt_type(tp_dtype_t dtype);
 
 #define TP_MAX_PENDING 256
+/* Completion times kept, by sequence number. */
+#define TP_TIME_RING 4096
 
 struct tp_client {
-  int refs; /* atomic */
+  tp_ref_t ref;
   const PJRT_Api *api;
   PJRT_Client *client;
   char *plugin_path;
@@ -65,6 +68,12 @@ struct tp_client {
   _Atomic int fault_armed;
   char *fault_op;          /* "mul.Tensor", or a base name "mul" matching every overload */
   int64_t fault_left;      /* executions still to fail; < 0: every one */
+  /* Completion times by sequence number, written by plugin threads (atomics only, no locks). */
+  _Atomic int64_t done_ns[TP_TIME_RING];
+  /* Bytes of live storages per device (num_devices entries), and their peaks. */
+  _Atomic int64_t *bytes_in_use, *peak_bytes;
+  /* Counters (tp_runtime_stats). */
+  _Atomic int64_t compiles, memory_cache_hits, disk_cache_hits, executes, compile_ns;
 };
 
 #endif  /* TP_RUNTIME_INTERNAL_H_ */

@@ -8,11 +8,23 @@
 
 #include "runtime/internal.h"
 
-#define TP_MAX_DEVICES 64
-static _Atomic int64_t g_in_use[TP_MAX_DEVICES];
-static _Atomic int64_t g_peak[TP_MAX_DEVICES];
+struct tp_storage {
+  tp_ref_t ref;
+  tp_client_t *client;    /* retained */
+  int device;
+  size_t nbytes;          /* size PyTorch asked for */
+  void *addr;             /* reserved address range of nbytes, PROT_NONE; NULL when nbytes == 0 */
+  PJRT_Buffer *buffer;    /* owned; NULL until first written */
+  tp_dtype_t dtype;       /* element type of |buffer| */
+  int64_t numel;          /* elements in |buffer| (1-D) */
+};
 
-static int dev_slot(int device) { return device >= 0 && device < TP_MAX_DEVICES ? device : 0; }
+int tp_storage_device(const tp_storage_t *s) { return s->device; }
+size_t tp_storage_nbytes(const tp_storage_t *s) { return s->nbytes; }
+void *tp_storage_addr(const tp_storage_t *s) { return s->addr; }
+PJRT_Buffer *tp_storage_buffer(const tp_storage_t *s) { return s->buffer; }
+tp_dtype_t tp_storage_buffer_dtype(const tp_storage_t *s) { return s->dtype; }
+int64_t tp_storage_buffer_numel(const tp_storage_t *s) { return s->numel; }
 
 /* Released address ranges, kept for reuse by a storage of the same size: a training step frees
  * and makes the same sizes every step, and an mmap/munmap pair per storage was a measurable part
@@ -55,31 +67,34 @@ static void range_release(void *addr, size_t nbytes) {
 tp_status_t *tp_storage_create(tp_client_t *client, int device, size_t nbytes,
                                tp_storage_t **out_storage) {
   *out_storage = NULL;
-  int d = dev_slot(device);
+  if (device < 0 || (size_t)device >= client->num_devices)
+    return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
+                          device, client->num_devices);
+  _Atomic int64_t *in_use = &client->bytes_in_use[device], *peak_of = &client->peak_bytes[device];
   int64_t limit = tp_client_memory_limit(client);
-  int64_t now = atomic_fetch_add(&g_in_use[d], (int64_t)nbytes) + (int64_t)nbytes;
+  int64_t now = atomic_fetch_add(in_use, (int64_t)nbytes) + (int64_t)nbytes;
   if (nbytes > (size_t)INT64_MAX / 2 || now > limit) {
-    atomic_fetch_sub(&g_in_use[d], (int64_t)nbytes);
+    atomic_fetch_sub(in_use, (int64_t)nbytes);
     return tp_make_status(TP_RESOURCE_EXHAUSTED,
                           "tpu out of memory. Tried to allocate %.2f GiB (device %d has a budget "
                           "of %.2f GiB, of which %.2f GiB is allocated by tensors)",
                           (double)nbytes / (1 << 30), device, (double)limit / (1 << 30),
                           (double)(now - (int64_t)nbytes) / (1 << 30));
   }
-  int64_t peak = atomic_load(&g_peak[d]);
-  while (now > peak && !atomic_compare_exchange_weak(&g_peak[d], &peak, now)) {
+  int64_t peak = atomic_load(peak_of);
+  while (now > peak && !atomic_compare_exchange_weak(peak_of, &peak, now)) {
   }
   tp_storage_t *s = calloc(1, sizeof(*s));
   void *addr = NULL;
   if (s && nbytes) addr = range_reserve(nbytes);
   if (!s || (nbytes && !addr)) {
     free(s);
-    atomic_fetch_sub(&g_in_use[d], (int64_t)nbytes);
+    atomic_fetch_sub(in_use, (int64_t)nbytes);
     return tp_make_status(TP_RESOURCE_EXHAUSTED,
                           "tpu out of memory: cannot reserve an address range of %zu bytes",
                           nbytes);
   }
-  s->refs = 1;
+  tp_ref_init(&s->ref);
   s->client = client;
   tp_client_retain(client);
   s->device = device;
@@ -90,33 +105,31 @@ tp_status_t *tp_storage_create(tp_client_t *client, int device, size_t nbytes,
   return NULL;
 }
 
-void tp_storage_retain(tp_storage_t *s) {
-  if (s) atomic_fetch_add((_Atomic int *)&s->refs, 1);
-}
-
-void tp_storage_release(tp_storage_t *s) {
-  if (!s || atomic_fetch_sub((_Atomic int *)&s->refs, 1) != 1) return;
+static void storage_destroy(tp_storage_t *s) {
   tp_buffer_destroy(s->client, s->buffer);
   if (s->addr) range_release(s->addr, s->nbytes);
-  atomic_fetch_sub(&g_in_use[dev_slot(s->device)], (int64_t)s->nbytes);
+  atomic_fetch_sub(&s->client->bytes_in_use[s->device], (int64_t)s->nbytes);
   tp_client_release(s->client);
   free(s);
 }
 
-void tp_storage_set_buffer(tp_storage_t *s, void *pjrt_buffer, tp_dtype_t dtype, int64_t numel) {
+TP_REF_FUNCTIONS(tp_storage_t, tp_storage, storage_destroy)
+
+void tp_storage_set_buffer(tp_storage_t *s, PJRT_Buffer *pjrt_buffer, tp_dtype_t dtype,
+                           int64_t numel) {
   if (s->buffer && s->buffer != pjrt_buffer) tp_buffer_destroy(s->client, s->buffer);
   s->buffer = pjrt_buffer;
   s->dtype = dtype;
   s->numel = numel;
 }
 
-void tp_buffer_destroy(tp_client_t *client, void *pjrt_buffer) {
-  tp_pjrt_buffer_destroy(client->api, (PJRT_Buffer *)pjrt_buffer);
+void tp_buffer_destroy(tp_client_t *client, PJRT_Buffer *pjrt_buffer) {
+  tp_pjrt_buffer_destroy(client->api, pjrt_buffer);
 }
 
 tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *data,
                                  tp_dtype_t dtype, int ndim, const int64_t *dims,
-                                 void **out_buffer) {
+                                 PJRT_Buffer **out_buffer) {
   *out_buffer = NULL;
   if (device < 0 || device >= (int)client->num_devices)
     return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
@@ -141,14 +154,14 @@ tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *da
   return NULL;
 }
 
-tp_status_t *tp_buffer_to_host(tp_client_t *client, void *pjrt_buffer, void *dst, size_t size) {
+tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *pjrt_buffer, void *dst, size_t size) {
   const PJRT_Api *api = client->api;
   /* A copy to the host is a synchronizing call (as on CUDA): it waits for the work enqueued
    * before it and reports an asynchronous failure of that work, naming its op. */
   tp_marker_t before;
   tp_client_mark(client, &before);
   TP_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
-  args.src = (PJRT_Buffer *)pjrt_buffer;
+  args.src = pjrt_buffer;
   args.dst = dst;
   args.dst_size = size;
   tp_status_t *st =
@@ -158,8 +171,15 @@ tp_status_t *tp_buffer_to_host(tp_client_t *client, void *pjrt_buffer, void *dst
   return tp_status_join(tp_client_marker_wait(client, &before), st);
 }
 
-int64_t tp_storage_bytes_in_use(int device) { return atomic_load(&g_in_use[dev_slot(device)]); }
-int64_t tp_storage_peak_bytes(int device) { return atomic_load(&g_peak[dev_slot(device)]); }
-void tp_storage_reset_peak(int device) {
-  atomic_store(&g_peak[dev_slot(device)], atomic_load(&g_in_use[dev_slot(device)]));
+static bool has_device(const tp_client_t *c, int device) {
+  return device >= 0 && (size_t)device < c->num_devices;
+}
+int64_t tp_storage_bytes_in_use(const tp_client_t *c, int device) {
+  return has_device(c, device) ? atomic_load(&c->bytes_in_use[device]) : 0;
+}
+int64_t tp_storage_peak_bytes(const tp_client_t *c, int device) {
+  return has_device(c, device) ? atomic_load(&c->peak_bytes[device]) : 0;
+}
+void tp_storage_reset_peak(tp_client_t *c, int device) {
+  if (has_device(c, device)) atomic_store(&c->peak_bytes[device], atomic_load(&c->bytes_in_use[device]));
 }

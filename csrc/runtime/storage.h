@@ -3,7 +3,7 @@
  * writes the storage, and replaced (handle swap) by every later write, so all views see it.
  * Each storage also owns a unique, never-mapped host address range that PyTorch uses as its
  * data_ptr: aliasing checks work, and a stray host dereference faults instead of reading garbage.
- * Thread-safety: a storage's buffer is swapped only under the eager executor's lock. */
+ * Thread-safety: a storage's buffer is swapped only under the executor lock (exec/exec.h). */
 #ifndef TP_RUNTIME_STORAGE_H_
 #define TP_RUNTIME_STORAGE_H_
 
@@ -18,16 +18,7 @@
 extern "C" {
 #endif
 
-typedef struct tp_storage {
-  int refs;               /* atomic */
-  tp_client_t *client;    /* retained */
-  int device;
-  size_t nbytes;          /* size PyTorch asked for */
-  void *addr;             /* reserved address range of nbytes, PROT_NONE; NULL when nbytes == 0 */
-  void *buffer;           /* PJRT_Buffer*, owned; NULL until first written */
-  tp_dtype_t dtype;       /* element type of |buffer| */
-  int64_t numel;          /* elements in |buffer| (1-D) */
-} tp_storage_t;
+typedef struct tp_storage tp_storage_t;
 
 /* Creates an unwritten storage of |nbytes| on |device|; caller owns one reference.
  * RESOURCE_EXHAUSTED ("out of memory", with sizes) when it would exceed the memory budget. */
@@ -36,25 +27,36 @@ tp_status_t *tp_storage_create(tp_client_t *client, int device, size_t nbytes,
 void tp_storage_retain(tp_storage_t *s);
 void tp_storage_release(tp_storage_t *s);
 
-/* Replaces the buffer (takes ownership of |pjrt_buffer|; the old one is destroyed). */
-void tp_storage_set_buffer(tp_storage_t *s, void *pjrt_buffer, tp_dtype_t dtype, int64_t numel);
+/* Accessors (borrow): the device; the size PyTorch asked for; the reserved, never-mapped host
+ * address range PyTorch uses as its data_ptr (NULL when nbytes is 0); the buffer (NULL until the
+ * storage is first written; valid until the next set_buffer, which only the executor lock's
+ * holder calls), its element type and its element count (1-D). */
+int tp_storage_device(const tp_storage_t *s);
+size_t tp_storage_nbytes(const tp_storage_t *s);
+void *tp_storage_addr(const tp_storage_t *s);
+PJRT_Buffer *tp_storage_buffer(const tp_storage_t *s);
+tp_dtype_t tp_storage_buffer_dtype(const tp_storage_t *s);
+int64_t tp_storage_buffer_numel(const tp_storage_t *s);
+
+/* Replaces the buffer (takes ownership of |buffer|; the old one is destroyed). */
+void tp_storage_set_buffer(tp_storage_t *s, PJRT_Buffer *buffer, tp_dtype_t dtype, int64_t numel);
 
 /* Copies dense host data of |dtype| and shape |dims| (ndim 0 = scalar) into a new device buffer
- * on |device| (caller owns the returned PJRT_Buffer*). Returns once the host memory may be
- * reused. */
+ * on |device| (caller owns it). Returns once the host memory may be reused. */
 tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *data,
                                  tp_dtype_t dtype, int ndim, const int64_t *dims,
-                                 void **out_buffer);
+                                 PJRT_Buffer **out_buffer);
 /* Copies a whole device buffer to host memory of |size| bytes; blocks until done. A
  * synchronizing call: also waits for the executions enqueued before it and returns their
  * asynchronous failure, if any (naming the op), in preference to the copy's own. */
-tp_status_t *tp_buffer_to_host(tp_client_t *client, void *pjrt_buffer, void *dst, size_t size);
-void tp_buffer_destroy(tp_client_t *client, void *pjrt_buffer);
+tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *buffer, void *dst, size_t size);
+void tp_buffer_destroy(tp_client_t *client, PJRT_Buffer *buffer);
 
-/* Bytes of live storages, process-wide, and the peak since the last reset. */
-int64_t tp_storage_bytes_in_use(int device);
-int64_t tp_storage_peak_bytes(int device);
-void tp_storage_reset_peak(int device);
+/* Bytes of |client|'s live storages on |device|, and the peak since the last reset (0 for a
+ * device the client does not have). */
+int64_t tp_storage_bytes_in_use(const tp_client_t *client, int device);
+int64_t tp_storage_peak_bytes(const tp_client_t *client, int device);
+void tp_storage_reset_peak(tp_client_t *client, int device);
 
 #ifdef __cplusplus
 }

@@ -160,12 +160,12 @@ void grow_storage(const c10::Storage& storage, size_t nbytes) {
   tp_storage_t* old = static_cast<tp_storage_t*>(storage.data_ptr().get_context());
   c10::DeviceGuard guard(storage.device());
   c10::DataPtr fresh = allocator().allocate(nbytes);
-  if (old && old->buffer && old->numel > 0) {
+  if (old && tp_storage_buffer(old) && tp_storage_buffer_numel(old) > 0) {
     tp_view_t src{};
     src.storage = old;
-    src.dtype = old->dtype;
+    src.dtype = tp_storage_buffer_dtype(old);
     src.ndim = 1;
-    src.sizes[0] = old->numel;
+    src.sizes[0] = tp_storage_buffer_numel(old);
     src.strides[0] = 1;
     tp_view_t dst = src;
     dst.storage = static_cast<tp_storage_t*>(fresh.get_context());

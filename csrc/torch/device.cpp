@@ -113,7 +113,7 @@ struct TpuAllocator final : c10::Allocator {
     c10::DeviceIndex dev = g_current_device;
     tp_storage_t* s = nullptr;
     check(tp_storage_create(client(), dev, nbytes, &s));
-    return {s->addr, s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
+    return {tp_storage_addr(s), s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void*, const void*, std::size_t) const override {

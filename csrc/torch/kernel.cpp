@@ -387,7 +387,7 @@ struct TableKernel final : c10::OperatorKernel {
       c10::DeviceIndex dev = g_current_device;
       for (int i = 0; i < ne; i++)
         if (eargs[i].arg.kind == TP_ARG_TENSOR) {
-          dev = static_cast<c10::DeviceIndex>(eargs[i].view.storage->device);
+          dev = static_cast<c10::DeviceIndex>(tp_storage_device(eargs[i].view.storage));
           break;
         }
       std::memset(&eargs[ne], 0, sizeof(eargs[0]));
@@ -411,7 +411,7 @@ struct TableKernel final : c10::OperatorKernel {
     c10::Device dev(DeviceType::PrivateUse1, g_current_device);  // where fresh outputs go
     for (int i = 0; i < ne; i++)
       if (eargs[i].arg.kind == TP_ARG_TENSOR) {
-        dev = c10::Device(DeviceType::PrivateUse1, eargs[i].view.storage->device);
+        dev = c10::Device(DeviceType::PrivateUse1, tp_storage_device(eargs[i].view.storage));
         break;
       }
     for (int k = 0; k < n_out; k++) {

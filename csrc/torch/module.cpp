@@ -27,8 +27,8 @@ void init(const std::string& plugin, const std::string& cache_dir, int64_t capac
 }
 
 py::dict stats() {
-  tp_runtime_stats_t s;
-  tp_runtime_stats(&s);
+  tp_runtime_stats_t s{};
+  if (tp_exec_client()) tp_runtime_stats(tp_exec_client(), &s);
   py::dict d;
   d["compiles"] = s.compiles;
   d["memory_cache_hits"] = s.memory_cache_hits;
@@ -46,7 +46,7 @@ py::dict stats() {
 }
 
 void reset_stats() {
-  tp_runtime_stats_reset();
+  if (tp_exec_client()) tp_runtime_stats_reset(tp_exec_client());
   reset_graph_stats();
   reset_fallback_counts();
 }
@@ -114,9 +114,9 @@ PYBIND11_MODULE(_C, m) {
     check(tp_client_synchronize(client()));
   });
   m.def("device_name", [](int d) { return std::string(tp_client_device_kind(client(), d)); });
-  m.def("memory_allocated", [](int d) { return tp_storage_bytes_in_use(d); });
-  m.def("max_memory_allocated", [](int d) { return tp_storage_peak_bytes(d); });
-  m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(d); });
+  m.def("memory_allocated", [](int d) { return tp_storage_bytes_in_use(client(), d); });
+  m.def("max_memory_allocated", [](int d) { return tp_storage_peak_bytes(client(), d); });
+  m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(client(), d); });
   m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
   m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
   m.def("set_cache_capacity", [](int64_t n) {
@@ -134,6 +134,7 @@ PYBIND11_MODULE(_C, m) {
   register_graph(m);
   m.def("storage_buffer_dtype", [](const at::Tensor& t) {
     tp_storage_t* s = storage_of(t);
-    return s && s->buffer ? std::string(tp_dtype_name(s->dtype)) : std::string();
+    return s && tp_storage_buffer(s) ? std::string(tp_dtype_name(tp_storage_buffer_dtype(s)))
+                                     : std::string();
   });
 }

@@ -12,6 +12,21 @@
 #include "runtime/storage.h"
 #include "test.h"
 
+/* tp_executable_execute with its arguments spelled out, as the tests call it. */
+static tp_status_t *execute(tp_executable_t *exe, PJRT_Buffer *const *args, size_t n_args,
+                            const int64_t *keep, size_t n_keep, PJRT_Buffer **out,
+                            const char *op, int blocking, int check) {
+  return tp_executable_execute(exe, &(tp_execute_args_t){.device = 0,
+                                                         .args = args,
+                                                         .n_args = n_args,
+                                                         .non_donatable = keep,
+                                                         .n_non_donatable = n_keep,
+                                                         .out_buffers = out,
+                                                         .op_name = op,
+                                                         .blocking = blocking,
+                                                         .check_output = check});
+}
+
 static char *add_program(int64_t n) {
   tp_hlo_builder_t *b;
   tp_hlo_builder_create(&b);
@@ -40,7 +55,7 @@ static void test_load_errors(void) {
 static void test_execute(tp_client_t *c) {
   int64_t n = 5;
   float a[5] = {1, 2, 3, 4, 5}, b[5] = {10, 20, 30, 40, 50}, r[5] = {0};
-  void *ba = NULL, *bb = NULL;
+  PJRT_Buffer *ba = NULL, *bb = NULL;
   CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &ba));
   CHECK_OK(tp_buffer_from_host(c, 0, b, TP_DTYPE_F32, 1, &n, &bb));
   char *text = add_program(n);
@@ -49,9 +64,9 @@ static void test_execute(tp_client_t *c) {
   CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
   if (!exe) return;
   CHECK(tp_executable_num_outputs(exe) == 1);
-  void *args[2] = {ba, bb}, *out = NULL;
+  PJRT_Buffer *args[2] = {ba, bb}, *out = NULL;
   int64_t keep = 1;
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, &keep, 1, &out, "add", 0, -1));
+  CHECK_OK(execute(exe, args, 2, &keep, 1, &out, "add", 0, -1));
   CHECK_OK(tp_client_synchronize(c));
   CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
   CHECK(r[0] == 11 && r[4] == 55);
@@ -63,9 +78,9 @@ static void test_execute(tp_client_t *c) {
   tp_executable_t *exe2 = NULL;
   CHECK_OK(tp_executable_deserialize(c, bytes, size, &exe2));
   if (exe2) {
-    void *out2 = NULL;
-    void *args2[2] = {out, bb};
-    CHECK_OK(tp_executable_execute(exe2, 0, args2, 2, &keep, 1, &out2, "add", 1, -1));
+    PJRT_Buffer *out2 = NULL;
+    PJRT_Buffer *args2[2] = {out, bb};
+    CHECK_OK(execute(exe2, args2, 2, &keep, 1, &out2, "add", 1, -1));
     CHECK_OK(tp_buffer_to_host(c, out2, r, sizeof(r)));
     CHECK(r[0] == 21 && r[4] == 105);
     tp_buffer_destroy(c, out2);
@@ -92,18 +107,18 @@ static void test_execute(tp_client_t *c) {
 
 static void test_storage(tp_client_t *c) {
   tp_storage_t *s = NULL;
-  int64_t before = tp_storage_bytes_in_use(0);
+  int64_t before = tp_storage_bytes_in_use(c, 0);
   CHECK_OK(tp_storage_create(c, 0, 4096, &s));
-  CHECK(s && s->buffer == NULL && s->addr != NULL);
-  CHECK(tp_storage_bytes_in_use(0) == before + 4096);
+  CHECK(s && tp_storage_buffer(s) == NULL && tp_storage_addr(s) != NULL);
+  CHECK(tp_storage_bytes_in_use(c, 0) == before + 4096);
   tp_storage_release(s);
-  CHECK(tp_storage_bytes_in_use(0) == before);
+  CHECK(tp_storage_bytes_in_use(c, 0) == before);
   /* Over the budget: a clear out-of-memory error. */
   tp_status_t *st = tp_storage_create(c, 0, (size_t)1 << 60, &s);
   CHECK(st && tp_status_code(st) == TP_RESOURCE_EXHAUSTED);
   CHECK(st && strstr(tp_status_message(st), "out of memory"));
   tp_status_free(st);
-  CHECK(tp_storage_bytes_in_use(0) == before);
+  CHECK(tp_storage_bytes_in_use(c, 0) == before);
 }
 
 static void test_cache(tp_client_t *c) {
@@ -135,11 +150,11 @@ static void test_cache(tp_client_t *c) {
 
   /* A second cache (a "second process") finds it on disk. */
   tp_runtime_stats_t s0, s1;
-  tp_runtime_stats(&s0);
+  tp_runtime_stats(c, &s0);
   CHECK_OK(tp_exec_cache_create(c, sub, 16, "test", &cache, &warn));
   hit = tp_exec_cache_lookup(cache, key, sizeof(key), h);
   CHECK(hit != NULL);
-  tp_runtime_stats(&s1);
+  tp_runtime_stats(c, &s1);
   CHECK(s1.disk_cache_hits == s0.disk_cache_hits + 1);
   tp_executable_release(hit);
   tp_exec_cache_free(cache);
@@ -274,46 +289,46 @@ static void test_disk_bound(tp_client_t *c) {
 static void test_injected_fault(tp_client_t *c) {
   int64_t n = 3;
   float a[3] = {1, 2, 3}, r[3] = {0};
-  void *ba = NULL;
+  PJRT_Buffer *ba = NULL;
   CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &ba));
   char *text = add_program(n);
   tp_executable_t *exe = NULL;
   CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
   if (!exe) return;
-  void *args[2] = {ba, ba}, *out = NULL;
+  PJRT_Buffer *args[2] = {ba, ba}, *out = NULL;
   int64_t keep[2] = {0, 1};
 
   tp_client_inject_fault(c, "add", 1); /* a base name matches every overload */
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   tp_status_t *st = tp_client_synchronize(c);
   CHECK(st && tp_status_code(st) == TP_INTERNAL);
   CHECK(st && strstr(tp_status_message(st), "asynchronous error in 'add.Tensor'"));
   tp_status_free(st);
   CHECK_OK(tp_client_synchronize(c)); /* reported once, and disarmed after one */
   tp_buffer_destroy(c, out);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   CHECK_OK(tp_client_synchronize(c));
   tp_buffer_destroy(c, out);
 
   /* A copy to the host is a synchronizing call too. */
   tp_client_inject_fault(c, "add.Tensor", -1);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   st = tp_buffer_to_host(c, out, r, sizeof(r));
   CHECK(st && strstr(tp_status_message(st), "'add.Tensor'"));
   tp_status_free(st);
   tp_buffer_destroy(c, out);
   /* Blocking: the execution itself fails; other ops and other names are untouched. */
-  st = tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 1, -1);
+  st = execute(exe, args, 2, keep, 2, &out, "add.Tensor", 1, -1);
   CHECK(st && tp_status_code(st) == TP_INTERNAL && strstr(tp_status_message(st), "add.Tensor"));
   tp_status_free(st);
   tp_buffer_destroy(c, out);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "addmm", 1, -1));
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "addmm", 1, -1));
   tp_buffer_destroy(c, out);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add_", 0, -1));
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "add_", 0, -1));
   CHECK_OK(tp_client_synchronize(c));
   tp_buffer_destroy(c, out);
   tp_client_inject_fault(c, NULL, 0);
-  CHECK_OK(tp_executable_execute(exe, 0, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "add.Tensor", 0, -1));
   CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
   CHECK(r[0] == 2 && r[2] == 6);
   tp_buffer_destroy(c, out);
@@ -342,15 +357,15 @@ static void test_check_output(tp_client_t *c) {
   free(text);
   if (!exe) return;
   float a[3] = {1, 2, 3};
-  void *bx = NULL;
+  PJRT_Buffer *bx = NULL;
   CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &bx));
   for (int64_t idx = 2; idx <= 3; idx++) {
     for (int blocking = 0; blocking <= 1; blocking++) {
-      void *bi = NULL, *out[2] = {NULL, NULL};
+      PJRT_Buffer *bi = NULL, *out[2] = {NULL, NULL};
       CHECK_OK(tp_buffer_from_host(c, 0, &idx, TP_DTYPE_I64, 0, NULL, &bi));
-      void *args[2] = {bx, bi};
+      PJRT_Buffer *args[2] = {bx, bi};
       int64_t keep[2] = {0, 1};
-      tp_status_t *st = tp_executable_execute(exe, 0, args, 2, keep, 2, out, "index_select", blocking, 1);
+      tp_status_t *st = execute(exe, args, 2, keep, 2, out, "index_select", blocking, 1);
       CHECK(out[1] == NULL); /* the client took the flag */
       if (!blocking) st = tp_status_join(st, tp_client_synchronize(c));
       CHECK((st != NULL) == (idx == 3));
@@ -394,10 +409,10 @@ static void test_while(tp_client_t *c) {
   if (text) CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
   free(text);
   if (exe) {
-    void *bx = NULL, *o = NULL;
+    PJRT_Buffer *bx = NULL, *o = NULL;
     CHECK_OK(tp_buffer_from_host(c, 0, x, TP_DTYPE_F32, 1, &n, &bx));
     int64_t keep = 1;
-    CHECK_OK(tp_executable_execute(exe, 0, &bx, 1, &keep, 1, &o, "while", 1, -1));
+    CHECK_OK(execute(exe, &bx, 1, &keep, 1, &o, "while", 1, -1));
     CHECK_OK(tp_buffer_to_host(c, o, r, sizeof(r)));
     CHECK(r[0] == 1 && r[1] == 3 && r[4] == 15);
     tp_buffer_destroy(c, bx);
@@ -411,6 +426,32 @@ static void test_while(tp_client_t *c) {
   CHECK(st != NULL && strstr(tp_status_message(st), "open"));
   tp_status_free(st);
   tp_hlo_builder_free(b);
+}
+
+/* Two clients in one process (many devices come next) keep their own counters and memory. */
+static void test_two_clients(tp_client_t *c, const char *plugin) {
+  tp_client_t *c2 = NULL;
+  CHECK_OK(tp_client_create(plugin, 1, &c2));
+  if (!c2) return;
+  tp_runtime_stats_t a0, a1, b1;
+  tp_runtime_stats(c, &a0);
+  int64_t in_use = tp_storage_bytes_in_use(c, 0);
+  tp_storage_t *s = NULL;
+  CHECK_OK(tp_storage_create(c2, 0, 1000, &s));
+  CHECK(tp_storage_bytes_in_use(c2, 0) == 1000 && tp_storage_peak_bytes(c2, 0) == 1000);
+  CHECK(tp_storage_bytes_in_use(c, 0) == in_use);
+  char *text = add_program(2);
+  tp_executable_t *exe = NULL;
+  CHECK_OK(tp_executable_compile(c2, text, strlen(text), &exe));
+  tp_runtime_stats(c, &a1);
+  tp_runtime_stats(c2, &b1);
+  CHECK(b1.compiles == 1 && a1.compiles == a0.compiles);
+  CHECK(tp_storage_bytes_in_use(c, 7) == 0);  /* a device the client lacks: nothing, no crash */
+  tp_executable_release(exe);
+  free(text);
+  tp_storage_release(s);
+  CHECK(tp_storage_bytes_in_use(c2, 0) == 0);
+  tp_client_release(c2);
 }
 
 int main(void) {
@@ -434,6 +475,7 @@ int main(void) {
   test_disk_bound(c);
   test_injected_fault(c);
   test_check_output(c);
+  test_two_clients(c, plugin);
   CHECK_OK(tp_client_synchronize(c));
   tp_client_release(c);
   TEST_MAIN_END("runtime_test");
