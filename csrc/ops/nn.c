@@ -689,7 +689,12 @@ tp_status_t *tp_infer_batch_norm_backward(const tp_op_def_t *op, tp_op_arg_t *ar
       memcmp(args[0].meta.sizes, args[1].meta.sizes, sizeof(int64_t) * (size_t)args[1].meta.ndim))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: grad_out and input must have the same shape",
                           op->name);
-  for (int i = 2; i <= 6; i++) TP_RETURN_IF_ERROR(check_per_channel(op, args, i, args[1].meta.sizes[1]));
+  /* The vectors this mode reads: weight, and the saved (training) or running statistics; the
+   * others may be empty (an eval-mode forward saves no statistics). */
+  int64_t c = args[1].meta.sizes[1];
+  TP_RETURN_IF_ERROR(check_per_channel(op, args, 2, c));
+  for (int i = train ? 5 : 3; i <= (train ? 6 : 4); i++)
+    TP_RETURN_IF_ERROR(check_per_channel(op, args, i, c));
   out[0] = args[1].meta;
   tp_meta_t w = {args[2].kind == TP_ARG_TENSOR ? args[2].meta.dtype : args[1].meta.dtype, 1,
                  {args[1].meta.sizes[1]}, 0};

@@ -45,3 +45,21 @@ def test_gradient_flows_through_composite_ops():
     y = c.to(DEVICE).requires_grad_()
     torch.where(y > 1, y, 0.0).sum().backward()
     assert_same(y.grad, (c > 1).float())
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+@pytest.mark.parametrize("cls", [torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.InstanceNorm2d])
+def test_norm_module_backward_matches_cpu(cls, train):
+    # An eval-mode forward saves no statistics (empty vectors): the backward must accept them.
+    import copy
+    torch.manual_seed(0)
+    m = (cls(3, track_running_stats=True, affine=True) if cls is torch.nn.InstanceNorm2d else cls(3)).train(train)
+    shape = (4, 3) if cls is torch.nn.BatchNorm1d else (2, 3, 4, 4)
+    x = make(shape, torch.float32, seed=1).requires_grad_()
+    md = copy.deepcopy(m).to(DEVICE)
+    xd = x.detach().to(DEVICE).requires_grad_()
+    w = make(shape, torch.float32, seed=2)
+    (m(x) * w).sum().backward()
+    (md(xd) * w.to(DEVICE)).sum().backward()
+    assert_same(xd.grad, x.grad, atol=1e-5, rtol=1e-5)
+    assert_same(md.weight.grad, m.weight.grad, atol=1e-5, rtol=1e-5)
