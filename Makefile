@@ -4,12 +4,17 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PLUGIN_INC = $(shell $(PY) -c "import os, xla_plugins.xla_cpu_pjrt as p; print(os.path.dirname(p.__file__))")
+# The C core (no PyTorch): its sources and flags live here only. It is compiled once into a
+# static library that the extension (setup.py runs `make core`) and the C tests link.
 C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/hlo/*.c csrc/ops/*.c csrc/exec/*.c)
-C_HDR := $(wildcard csrc/*/*.h csrc/*/*.def)
-CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
+CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Icsrc
+# The PJRT header: the plugin package's (setup.py passes it; here it is read from .venv).
+PJRT_INC ?= $(PLUGIN_INC)/include
+CORE_LIB := build/core/libtpcore.a
+CFLAGS_TEST := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
 
-.PHONY: setup build demo test test-c test-python bench compat-ops compat-modules compat-models clean
+.PHONY: setup core build demo test test-c test-python bench compat-ops compat-modules compat-models clean
 
 setup: $(VENV)/.installed
 
@@ -30,9 +35,20 @@ demo: build
 	$(PY) examples/train_mlp.py
 	$(PY) examples/minilm.py
 
-build/ctest/%: tests/c/%.c $(C_SRC) $(C_HDR) | setup
+# One object per source, with its header dependencies (-MMD), in build/core/ (or build/asan/core/).
+core: $(CORE_LIB)
+CORE_OBJS := $(patsubst csrc/%.c,build/core/%.o,$(C_SRC))
+build/core/%.o: csrc/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_CORE) -I$(PJRT_INC) -MMD -MP -c $< -o $@
+$(CORE_LIB): $(CORE_OBJS)
+	rm -f $@ && ar rcs $@ $^
+-include $(CORE_OBJS:.o=.d)
+
+build/ctest/%: tests/c/%.c $(CORE_LIB) | setup
 	@mkdir -p build/ctest
-	$(CC) $(CFLAGS_CORE) -I$(PLUGIN_INC)/include $< $(C_SRC) -o $@ -ldl -lpthread -lm
+	$(CC) $(CFLAGS_TEST) -I$(PJRT_INC) -MMD -MP $< $(CORE_LIB) -o $@ -ldl -lpthread -lm
+-include $(C_TESTS:=.d)
 
 test-c: $(C_TESTS)
 	@set -e; for t in $(C_TESTS); do TP_TEST_PLUGIN=$(PLUGIN_INC)/xla_cpu_pjrt.so $$t; done
@@ -72,7 +88,7 @@ clean:
 	rm -rf build python/torch_pjrt/_C*.so
 
 # ---- Sanitizers: the C core and its unit tests under ASan + UBSan (+ LeakSanitizer). ----------
-# Same sources and flags as build/ctest/%, built into build/asan/. Any ASan/UBSan report or leak
+# The same sources and tests, built with the sanitizers into build/asan/. Any ASan/UBSan report or leak
 # in our code fails the run; tests/c/lsan.supp may only hold the PJRT plugin's own allocations.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 C_TESTS_ASAN := $(patsubst tests/c/%.c,build/asan/%,$(wildcard tests/c/*_test.c))
@@ -82,9 +98,19 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:max_free_fill_size=4096:
 
 .PHONY: test-asan fuzz
 
-build/asan/%: tests/c/%.c $(C_SRC) $(C_HDR) | setup
+CORE_LIB_ASAN := build/asan/core/libtpcore.a
+CORE_OBJS_ASAN := $(patsubst csrc/%.c,build/asan/core/%.o,$(C_SRC))
+build/asan/core/%.o: csrc/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_CORE) -O1 $(ASAN_FLAGS) -I$(PJRT_INC) -MMD -MP -c $< -o $@
+$(CORE_LIB_ASAN): $(CORE_OBJS_ASAN)
+	rm -f $@ && ar rcs $@ $^
+-include $(CORE_OBJS_ASAN:.o=.d)
+
+build/asan/%: tests/c/%.c $(CORE_LIB_ASAN) | setup
 	@mkdir -p build/asan
-	$(CC) $(CFLAGS_CORE) $(ASAN_FLAGS) -I$(PLUGIN_INC)/include $< $(C_SRC) -o $@ -ldl -lpthread -lm
+	$(CC) $(CFLAGS_TEST) $(ASAN_FLAGS) -I$(PJRT_INC) -MMD -MP $< $(CORE_LIB_ASAN) -o $@ -ldl -lpthread -lm
+-include $(C_TESTS_ASAN:=.d)
 
 test-asan: $(C_TESTS_ASAN)
 	@set -e; for t in $(C_TESTS_ASAN); do echo "== $$t"; $(ASAN_ENV) TP_TEST_PLUGIN=$(PLUGIN_INC)/xla_cpu_pjrt.so $$t; done

@@ -1,16 +1,16 @@
-"""Builds torch_pjrt._C: the C11 core (csrc/base, runtime, hlo, ops, exec) compiled as C, and the
-thin C++ PrivateUse1 glue (csrc/torch) compiled against the installed torch. The PJRT header comes
-from the installed plugin package (xla-cpu-pjrt)."""
+"""Builds torch_pjrt._C: the C11 core (csrc/base, runtime, hlo, ops, exec), built by the Makefile
+into a static library, and the thin C++ PrivateUse1 glue (csrc/torch) compiled against the
+installed torch and linked with it. The PJRT header comes from the installed plugin package
+(xla-cpu-pjrt)."""
 import glob
 import os
 import shutil
+import subprocess
 
 from setuptools import setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-C_DIRS = ["base", "runtime", "hlo", "ops", "exec"]
-C_FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-O2", "-fPIC", "-Wall", "-Wextra",
-           "-Wno-unused-parameter", "-fvisibility=hidden"]
+CORE_LIB = os.path.join(ROOT, "build", "core", "libtpcore.a")
 
 
 def pjrt_include():
@@ -26,18 +26,14 @@ def extensions():
         return [], {}
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-    c_sources = sorted(s for d in C_DIRS for s in glob.glob(os.path.join("csrc", d, "*.c")))
     includes = [os.path.join(ROOT, "csrc"), pjrt_include()]
 
     class Build(BuildExtension):
-        """Compiles the C core as C11 (never as C++) and links it into the extension."""
+        """Builds the C core with the Makefile (its sources and flags live there: `make core`,
+        a static library the C tests link too), then the C++ glue, linked against it."""
 
         def build_extensions(self):
-            objects = self.compiler.compile(
-                c_sources, output_dir=self.build_temp, include_dirs=includes,
-                extra_postargs=C_FLAGS, depends=glob.glob("csrc/*/*.h"))
-            for ext in self.extensions:
-                ext.extra_objects = objects
+            subprocess.check_call(["make", "-s", "-C", ROOT, "core", f"PJRT_INC={pjrt_include()}"])
             super().build_extensions()
 
         def copy_file(self, src, dst, *args, **kwargs):
@@ -57,6 +53,8 @@ def extensions():
         sources=sorted(glob.glob("csrc/torch/*.cpp")),
         include_dirs=includes,
         extra_compile_args={"cxx": ["-O2", "-std=c++20"]},
+        extra_objects=[CORE_LIB],
+        depends=[CORE_LIB],  # relink when the core changes
         libraries=["dl", "pthread"],
     )
     return [ext], {"build_ext": Build}
