@@ -1014,12 +1014,14 @@ def write_report(meta, records, out_dir, md_path, tier="clean"):
 
 def write_markdown(out_dir, md_path):
     """COMPAT.md from whichever of out_dir's ops.json, nonfinite.json, error_inputs.json,
-    modules.json and models.json exist, in that order."""
+    modules.json, host_reads.json and models.json exist, in that order."""
+    from torch_pjrt.compat_host import render as render_host_reads
     from torch_pjrt.compat_models import render_models
     from torch_pjrt.compat_modules import render_modules
     parts = []
-    for tier in TIERS + ("modules", "models"):
-        path = os.path.join(out_dir, ("models" if tier == "models" else TIER_FILES[tier]) + ".json")
+    for tier in TIERS + ("modules", "host_reads", "models"):
+        name = tier if tier in ("models", "host_reads") else TIER_FILES[tier]
+        path = os.path.join(out_dir, name + ".json")
         if not os.path.exists(path):
             continue
         with open(path) as f:
@@ -1030,6 +1032,8 @@ def write_markdown(out_dir, md_path):
             parts.append(render_modules(doc))
         elif tier == "models":
             parts.append(render_models(doc))
+        elif tier == "host_reads":
+            parts.append(render_host_reads(doc))
         else:
             parts.append(render_tier(doc))
     if parts and not os.path.exists(os.path.join(out_dir, "ops.json")):

@@ -1,6 +1,6 @@
 """Host-read sweep: every registered ATen op called on tpu inputs, looking for kernels that crash.
 
-    python -m torch_pjrt.compat_host [--ops NAME,...] [--jobs N] [--timeout S] [--out DIR]
+    python -m torch_pjrt.compat_host [--ops NAME,...] [--jobs N] [--timeout S] [--out DIR] [--md PATH]
 
 A tpu tensor's data pointer is a never-mapped address (by design: a stray host read fails loudly),
 so an ATen kernel that reads tensor memory on the host while running for a tpu tensor kills the
@@ -320,6 +320,8 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60, help="seconds one op may take")
     parser.add_argument("--out", default=os.path.join(ROOT, "compat"))
+    parser.add_argument("--md", default=os.path.join(ROOT, "COMPAT.md"),
+                        help="markdown report to rewrite ('' to leave it alone)")
     args = parser.parse_args(argv)
     if args.cmd == "worker":
         return worker()
@@ -337,6 +339,9 @@ def main(argv=None):
     with open(path, "w") as f:
         f.write(json.dumps({k: v for k, v in doc.items() if k != "ops"})[:-1] + ', "ops": [\n'
                 + ",\n".join(json.dumps(r) for r in recs) + "\n]}\n")
+    if args.md:
+        from torch_pjrt.compat import write_markdown
+        write_markdown(args.out, args.md)
     bad = [r for r in recs if r["status"] == "crash"]
     print(f"{len(recs)} ops in {doc['seconds']} s; {len(bad)} crashed on tpu only; wrote {path}", file=sys.stderr)
     for r in bad:

@@ -228,8 +228,8 @@ def test_host_read_sweep_finds_no_crash_among_known_composites(tmp_path):
         "aten::_batch_norm_impl_index", "aten::native_batch_norm_backward", "aten::cudnn_batch_norm",
         "aten::fbgemm_linear_fp16_weight", "aten::_fused_dropout"]
     p = subprocess.run([sys.executable, "-m", "torch_pjrt.compat_host", "--ops", ",".join(ops),
-                        "--out", str(tmp_path)], env=child_env(), capture_output=True, text=True,
-                       timeout=900)
+                        "--out", str(tmp_path), "--md", str(tmp_path / "compat.md")],
+                       env=child_env(), capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     recs = {r["op"]: r for r in json.load(open(tmp_path / "host_reads.json"))["ops"]}
     assert set(recs) == set(ops)
