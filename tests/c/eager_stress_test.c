@@ -134,11 +134,7 @@ static void one_round(int iter) {
 }
 
 int main(void) {
-  const char *plugin = getenv("TP_TEST_PLUGIN");
-  if (!plugin) {
-    fprintf(stderr, "TP_TEST_PLUGIN must name a PJRT plugin\n");
-    return 2;
-  }
+  const char *plugin = tp_test_plugin();
   char *warning = NULL;
   /* 16 executables for 8 shapes x 3 ops: calls often miss, compile and evict. */
   CHECK_OK(tp_exec_init(plugin, NULL, 16, &warning));

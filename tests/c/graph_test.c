@@ -109,11 +109,7 @@ static void test_graph_run(void) {
 }
 
 int main(void) {
-  const char *plugin = getenv("TP_TEST_PLUGIN");
-  if (!plugin) {
-    fprintf(stderr, "TP_TEST_PLUGIN must name a PJRT plugin\n");
-    return 2;
-  }
+  const char *plugin = tp_test_plugin();
   char *warning = NULL;
   CHECK_OK(tp_exec_init(plugin, NULL, 64, &warning));
   free(warning);

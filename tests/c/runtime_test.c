@@ -455,11 +455,7 @@ static void test_two_clients(tp_client_t *c, const char *plugin) {
 }
 
 int main(void) {
-  const char *plugin = getenv("TP_TEST_PLUGIN");
-  if (!plugin) {
-    fprintf(stderr, "TP_TEST_PLUGIN must name a PJRT plugin\n");
-    return 2;
-  }
+  const char *plugin = tp_test_plugin();
   test_load_errors();
   tp_client_t *c = NULL;
   CHECK_OK(tp_client_create(plugin, 1, &c));

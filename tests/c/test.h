@@ -30,6 +30,16 @@ static int tp_test_failures, tp_test_checks;
     }                                                                           \
   } while (0)
 
+/* The PJRT plugin the tests run on (TP_TEST_PLUGIN); exits with status 2 when it is not set. */
+static inline const char *tp_test_plugin(void) {
+  const char *plugin = getenv("TP_TEST_PLUGIN");
+  if (!plugin) {
+    fprintf(stderr, "TP_TEST_PLUGIN must name a PJRT plugin\n");
+    exit(2);
+  }
+  return plugin;
+}
+
 #define TEST_MAIN_END(name)                                                          \
   printf("%s: %d checks, %d failed\n", name, tp_test_checks, tp_test_failures);   \
   return tp_test_failures ? 1 : 0;
