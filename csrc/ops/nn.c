@@ -26,12 +26,12 @@ static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim, b
   return x.ndim ? tp_hlo_broadcast_in_dim(b, s, x.ndim, x.dims, bd) : s;
 }
 
+/* The max over |dim| as it is, infinities included, broadcast back: CPU subtracts it unguarded,
+ * so a row holding +inf (inf - inf) or only -inf (-inf - -inf) is NaN throughout, as there. */
 static tp_hlo_value_t max_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
   if (x.ndim == 0) return x;
   int64_t d = dim;
   tp_hlo_value_t m = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, -INFINITY), TP_HLO_MAX, 1, &d);
-  tp_hlo_value_t finite = tp_hlo_unary(b, TP_HLO_IS_FINITE, m);
-  m = tp_hlo_select(b, finite, m, tp_emit_full_like(b, 0, &m));
   int64_t bd[TP_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < x.ndim; i++)

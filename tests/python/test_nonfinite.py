@@ -1,0 +1,87 @@
+"""NaN and +-inf propagate through the native ops as they do on CPU: users chase NaNs with these
+ops, so a row that is NaN on CPU must be NaN here, and a value CPU keeps finite must stay finite.
+Each test writes NaN/+inf/-inf into small inputs and compares with CPU (NaN equal to NaN)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_pjrt
+from tpu_helpers import DEVICE, assert_same, make
+
+NAN, INF = float("nan"), float("inf")
+HALF_AND_FLOAT = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+DTYPE_IDS = ["f32", "bf16", "f16", "f64"]
+
+
+def poisoned(shape, dtype, values=(NAN, INF, -INF), *, seed=0, every=5):
+    """A CPU tensor of |dtype| whose elements 0, every, 2*every, ... cycle through |values|."""
+    x = make(shape, torch.float64, seed=seed)
+    flat = x.view(-1)
+    for j, i in enumerate(range(0, flat.numel(), every)):
+        flat[i] = values[j % len(values)]
+    return x.to(dtype)
+
+
+def on_device(tree):
+    return [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in tree]
+
+
+def check(fn, *args, native=True, **kw):
+    """fn(*args) on tpu equals fn(*args) on CPU; with |native|, no op fell back to CPU."""
+    expected = fn(*args)
+    torch_pjrt.reset_stats()
+    actual = fn(*on_device(args))
+    if native:
+        assert not torch_pjrt.stats()["fallbacks"], torch_pjrt.stats()["fallbacks"]
+    if isinstance(expected, torch.Tensor):
+        expected, actual = [expected], [actual]
+    for a, e in zip(actual, expected):
+        assert_same(a, e, **kw)
+
+
+def check_grad(fn, x, seed=1):
+    """The gradient of sum(fn(x) * w) with respect to x, CPU vs tpu."""
+    w = make(fn(x).shape, x.dtype, seed=seed)
+    grads = []
+    for dev in ("cpu", DEVICE):
+        xd = x.detach().to(dev).requires_grad_()
+        (fn(xd) * w.to(dev)).sum().backward()
+        grads.append(xd.grad)
+    assert_same(grads[1], grads[0])
+
+
+# ----------------------------------------------------------------------------- softmax family
+
+SOFTMAX_ROWS = [[1, INF, 2], [1, -INF, 2], [-INF, -INF, -INF], [INF, INF, 1], [1, NAN, INF],
+                [INF, -INF, 1], [NAN, -INF, -INF], [-INF, 3, -INF]]
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+@pytest.mark.parametrize("dim", [0, 1])
+def test_softmax_family_with_infinities(dtype, dim):
+    x = torch.tensor(SOFTMAX_ROWS, dtype=dtype)
+    x = x if dim == 1 else x.t().contiguous()
+    check(lambda t: torch.softmax(t, dim), x)
+    check(lambda t: torch.log_softmax(t, dim), x)
+    check(lambda t: F.softmin(t, dim), x)
+    check(lambda t: torch.softmax(t, dim, dtype=torch.float64), x)
+    check(lambda t: torch.ops.aten._safe_softmax(t, dim), x)
+
+
+def test_masked_softmax_with_infinities():
+    x = torch.tensor(SOFTMAX_ROWS)
+    mask = torch.tensor([[True, True, False]] * len(SOFTMAX_ROWS))
+    for fn in (torch.masked._ops.softmax, torch.masked._ops.log_softmax, torch.masked._ops.softmin):
+        check(lambda t, m: fn(t, 1, mask=m), x, mask, native=False)
+
+
+def test_softmax_of_a_scalar_infinity():
+    for v in (INF, -INF, NAN, 2.0):
+        check(lambda t: torch.softmax(t, 0), torch.tensor(v))
+
+
+@pytest.mark.parametrize("fn", [lambda t: torch.softmax(t, 1), lambda t: torch.log_softmax(t, 1)],
+                         ids=["softmax", "log_softmax"])
+def test_softmax_backward_with_infinities(fn):
+    check_grad(fn, torch.tensor(SOFTMAX_ROWS))
+    check_grad(fn, poisoned((4, 7), torch.float32, (-INF,), every=3))
