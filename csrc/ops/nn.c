@@ -156,10 +156,11 @@ static tp_hlo_value_t gelu_cdf_parts(tp_hlo_builder_t *b, tp_hlo_value_t x, bool
     }
     return cdf;
   }
+  /* Phi(x) = erfc(-x / sqrt 2) / 2: exactly 0 far left, where 1 + erf(x) is not with XLA's
+   * float erf (gelu(-inf) must be -inf * 0 = NaN, gelu(-1e30) -0, as on CPU). */
   tp_hlo_value_t cdf = tp_hlo_binary(
       b, TP_HLO_MUL, tp_emit_full_like(b, 0.5, &x),
-      tp_hlo_binary(b, TP_HLO_ADD, tp_emit_full_like(b, 1, &x),
-                    tp_hlo_unary(b, TP_HLO_ERF, tp_hlo_binary(b, TP_HLO_MUL, x, tp_emit_full_like(b, M_SQRT1_2, &x)))));
+      tp_hlo_unary(b, TP_HLO_ERFC, tp_hlo_binary(b, TP_HLO_MUL, x, tp_emit_full_like(b, -M_SQRT1_2, &x))));
   if (out_pdf_term) {
     tp_hlo_value_t pdf = tp_hlo_binary(
         b, TP_HLO_MUL, tp_emit_full_like(b, 0.3989422804014327, &x),
@@ -184,9 +185,17 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   int p = backward ? 2 : 1; /* first parameter */
   tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), one = tp_emit_full_like(b, 1, &x), r;
   switch ((tp_activation_t)op->code) {
-    case TP_A_GELU:
-      r = tp_hlo_binary(b, TP_HLO_MUL, x, gelu_cdf_parts(b, x, approx_tanh(args, n_args, 1), NULL));
+    case TP_A_GELU: {
+      bool tanh_approx = approx_tanh(args, n_args, 1);
+      r = tp_hlo_binary(b, TP_HLO_MUL, x, gelu_cdf_parts(b, x, tanh_approx, NULL));
+      /* CPU hands a contiguous float/bfloat16/half input of more than one element to oneDNN,
+       * whose erf form yields NaN for +inf; its own kernel (double, strided, one element)
+       * yields +inf. */
+      if (!tanh_approx && out_meta->dtype != TP_DTYPE_F64 && args[0].contiguous &&
+          tp_meta_numel(&args[0].meta) > 1)
+        r = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_POS_INF, x), tp_emit_full_like(b, NAN, &x), r);
       break;
+    }
     case TP_A_GELU_BACKWARD: {
       tp_hlo_value_t term;
       tp_hlo_value_t cdf = gelu_cdf_parts(b, x, approx_tanh(args, n_args, 2), &term);

@@ -85,3 +85,18 @@ def test_softmax_of_a_scalar_infinity():
 def test_softmax_backward_with_infinities(fn):
     check_grad(fn, torch.tensor(SOFTMAX_ROWS))
     check_grad(fn, poisoned((4, 7), torch.float32, (-INF,), every=3))
+
+
+# ----------------------------------------------------------------------------- activations
+
+GELU_VALUES = [INF, -INF, NAN, 0.0, -0.0, 1.0, -3.0, 10.0, -10.0, 1e10, -1e10, -1e30, 1e30]
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_with_infinities(dtype, approximate):
+    x = torch.tensor(GELU_VALUES, dtype=dtype)
+    check(lambda t: F.gelu(t, approximate=approximate), x)
+    # one element, and a strided view: CPU runs its own kernel there, not oneDNN's
+    check(lambda t: F.gelu(t, approximate=approximate), x[:1])
+    check(lambda t: F.gelu(t.view(-1, 1).expand(-1, 2).t(), approximate=approximate), x)
