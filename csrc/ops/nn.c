@@ -243,11 +243,21 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     case TP_A_TANH_BACKWARD: /* g * (1 - y^2) */
       r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, x, x)));
       break;
-    case TP_A_DROPOUT_BACKWARD: /* native_dropout_backward(grad, mask, scale): g * mask * scale */
-      r = tp_hlo_binary(b, TP_HLO_MUL, g,
-                        tp_hlo_binary(b, TP_HLO_MUL, x,
-                                      tp_emit_full_like(b, args[2].kind == TP_ARG_FLOAT ? args[2].f : 1, &x)));
+    case TP_A_DROPOUT_BACKWARD: { /* native_dropout_backward(grad, mask, scale): g * mask * scale */
+      double scale = args[2].kind == TP_ARG_FLOAT ? args[2].f : 1;
+      tp_hlo_value_t s = tp_emit_full_like(b, scale, &x);
+      if (in[1].dtype == TP_DTYPE_BOOL) {
+        /* Dropped elements are g * 0 * scale (NaN for NaN/inf, -0 for negatives), as on CPU.
+         * Written as a select: XLA rewrites g * convert(mask) (the product once scale 1 folds)
+         * into select(mask, g, 0), which loses them. */
+        tp_hlo_value_t mask = tp_hlo_broadcast_to(b, in[1], x.ndim, x.dims);
+        r = tp_hlo_select(b, mask, tp_hlo_binary(b, TP_HLO_MUL, g, s),
+                          tp_hlo_binary(b, TP_HLO_MUL, g, tp_emit_full_like(b, 0.0 * scale, &x)));
+      } else {
+        r = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, g, x), s);
+      }
       break;
+    }
     case TP_A_SILU_BACKWARD: { /* g * s * (1 + x * (1 - s)) */
       tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_LOGISTIC, x);
       r = tp_hlo_binary(b, TP_HLO_MUL, g,

@@ -100,3 +100,14 @@ def test_gelu_with_infinities(dtype, approximate):
     # one element, and a strided view: CPU runs its own kernel there, not oneDNN's
     check(lambda t: F.gelu(t, approximate=approximate), x[:1])
     check(lambda t: F.gelu(t.view(-1, 1).expand(-1, 2).t(), approximate=approximate), x)
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+@pytest.mark.parametrize("scale", [0.0, 1.0, 2.0])
+def test_native_dropout_backward_keeps_nan_of_dropped_elements(dtype, scale):
+    g = torch.tensor([NAN, -1.7, NAN, -2.4, INF, -INF, 3.0, -0.5], dtype=dtype)
+    mask = torch.tensor([False, False, True, True, False, False, True, False])
+    check(lambda a, m: torch.ops.aten.native_dropout_backward(a, m, scale), g, mask)
+    expected = torch.ops.aten.native_dropout_backward(g, mask, scale)
+    actual = torch.ops.aten.native_dropout_backward(g.to(DEVICE), mask.to(DEVICE), scale).cpu()
+    assert torch.equal(torch.signbit(actual) | actual.isnan(), torch.signbit(expected) | expected.isnan())
