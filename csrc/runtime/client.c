@@ -184,8 +184,9 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   }
   tp_device_memory_t mem;
   tp_status_t *ms = c->num_devices ? tp_client_device_memory(c, 0, &mem) : NULL;
-  c->memory_limit = !ms && c->num_devices && mem.bytes_limit > 0 ? mem.bytes_limit
+  c->memory_total = !ms && c->num_devices && mem.bytes_limit > 0 ? mem.bytes_limit
                                                                   : physical_memory();
+  c->memory_limit = c->memory_total;
   tp_status_free(ms);
   inject_fault_from_env(c);
   *out_client = c;
@@ -226,6 +227,7 @@ const char *tp_client_device_kind(const tp_client_t *c, int device) {
   return device >= 0 && (size_t)device < c->num_devices ? c->device_kinds[device] : "";
 }
 int64_t tp_client_memory_limit(const tp_client_t *c) { return c->memory_limit; }
+int64_t tp_client_memory_total(const tp_client_t *c) { return c->memory_total; }
 void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes) { c->memory_limit = bytes; }
 
 tp_status_t *tp_client_device_memory(tp_client_t *c, int device, tp_device_memory_t *out) {

@@ -40,8 +40,10 @@ typedef struct {
   int64_t bytes_in_use, peak_bytes_in_use, bytes_limit;
 } tp_device_memory_t;
 tp_status_t *tp_client_device_memory(tp_client_t *c, int device, tp_device_memory_t *out);
-/* The byte budget storages are checked against (plugin limit, else physical memory). */
+/* The byte budget storages are checked against (plugin limit, else physical memory, unless
+ * set lower), and the device memory it was first set to. */
 int64_t tp_client_memory_limit(const tp_client_t *c);
+int64_t tp_client_memory_total(const tp_client_t *c);
 void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes);
 
 /* Waits for every enqueued execution; returns the first asynchronous failure, naming its op. */

@@ -3,8 +3,12 @@
 // hooks. See glue.h.
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/library.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -106,18 +110,95 @@ void check_device_index(c10::DeviceIndex d) {
 
 namespace {
 
-void release_storage(void* ctx) { tp_storage_release(static_cast<tp_storage_t*>(ctx)); }
+// Cumulative allocation counts per device (the client keeps bytes in use and peaks).
+constexpr int kMaxDevices = 128;
+struct AllocCounts {
+  std::atomic<int64_t> allocations{0}, frees{0}, allocated_bytes{0}, freed_bytes{0};
+};
+AllocCounts g_counts[kMaxDevices];
 
-struct TpuAllocator final : c10::Allocator {
+AllocCounts* counts_of(int device) {
+  return device >= 0 && device < kMaxDevices ? &g_counts[device] : nullptr;
+}
+
+void release_storage(void* ctx) {
+  auto* s = static_cast<tp_storage_t*>(ctx);
+  if (AllocCounts* c = counts_of(tp_storage_device(s))) {
+    c->frees++;
+    c->freed_bytes += static_cast<int64_t>(tp_storage_nbytes(s));
+  }
+  tp_storage_release(s);
+}
+
+// Storages are the device memory: no cache sits between them and the device, so emptyCache has
+// nothing to return, reserved equals allocated, and a stream recorded on a block changes
+// nothing (one in-order queue per device).
+struct TpuAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DeviceIndex dev = g_current_device;
     tp_storage_t* s = nullptr;
     check(tp_storage_create(client(), dev, nbytes, &s));
+    if (AllocCounts* c = counts_of(dev)) {
+      c->allocations++;
+      c->allocated_bytes += static_cast<int64_t>(nbytes);
+    }
     return {tp_storage_addr(s), s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void*, const void*, std::size_t) const override {
     TORCH_CHECK(false, "tpu memory cannot be copied by the host; use Tensor.copy_");
+  }
+  bool initialized() override { return tp_exec_client() != nullptr; }
+  void emptyCache(c10::MempoolId_t) override {
+    // Memory an in-flight program still holds is released when it completes: wait for that.
+    if (tp_exec_client()) check(tp_client_synchronize(tp_exec_client()));
+  }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    using c10::CachingAllocator::StatType;
+    c10::CachingDeviceAllocator::DeviceStats st;
+    AllocCounts* c = counts_of(device);
+    auto fill = [&](c10::CachingAllocator::StatArray& a, int64_t current, int64_t peak,
+                    int64_t allocated, int64_t freed) {
+      for (size_t t = 0; t < static_cast<size_t>(StatType::NUM_TYPES); t++) {
+        // All memory is one pool: "all" and "large_pool" alike; "small_pool" stays empty.
+        if (t == static_cast<size_t>(StatType::SMALL_POOL)) continue;
+        a[t].current = current;
+        a[t].peak = peak;
+        a[t].allocated = allocated;
+        a[t].freed = freed;
+      }
+    };
+    int64_t in_use = tp_storage_bytes_in_use(client(), device);
+    int64_t peak = tp_storage_peak_bytes(client(), device);
+    int64_t n_alloc = c ? c->allocations.load() : 0, n_free = c ? c->frees.load() : 0;
+    int64_t b_alloc = c ? c->allocated_bytes.load() : 0, b_free = c ? c->freed_bytes.load() : 0;
+    for (auto* a : {&st.allocated_bytes, &st.reserved_bytes, &st.active_bytes, &st.requested_bytes})
+      fill(*a, in_use, peak, b_alloc, b_free);
+    for (auto* a : {&st.allocation, &st.segment, &st.active})
+      fill(*a, n_alloc - n_free, n_alloc - n_free, n_alloc, n_free);
+    st.num_device_alloc = n_alloc;
+    st.num_device_free = n_free;
+    return st;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    if (AllocCounts* c = counts_of(device)) {
+      c->allocated_bytes = c->freed_bytes = 0;
+      c->allocations -= c->frees.load();
+      c->frees = 0;
+    }
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_device_index(device);
+    tp_storage_reset_peak(client(), device);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_device_index(device);
+    int64_t total = tp_client_memory_limit(client());
+    int64_t used = tp_storage_bytes_in_use(client(), device);
+    return {static_cast<size_t>(std::max<int64_t>(total - used, 0)), static_cast<size_t>(total)};
   }
 };
 TpuAllocator g_allocator;
@@ -136,6 +217,18 @@ struct Marker {
 
 // ---- device guard ----
 
+// The stream each thread has made current, per device (0: the default stream).
+c10::StreamId& current_stream_id(c10::DeviceIndex d) {
+  thread_local c10::StreamId current[kMaxDevices] = {};
+  static c10::StreamId none;
+  return d >= 0 && d < kMaxDevices ? current[d] : (none = 0);
+}
+
+// A tpu device with an index: torch.Stream("tpu") names the current device.
+c10::Device indexed(c10::Device d) {
+  return d.has_index() ? d : c10::Device(DeviceType::PrivateUse1, g_current_device);
+}
+
 struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
   DeviceType type() const override { return DeviceType::PrivateUse1; }
   c10::Device exchangeDevice(c10::Device d) const override {
@@ -151,17 +244,28 @@ struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device d) const noexcept override {
     if (d.index() >= 0) g_current_device = d.index();
   }
+  // Streams: every stream of a device names its one in-order queue, so work on any two is
+  // ordered as enqueued. They are distinct objects (ids) all the same, so code that makes a
+  // stream, makes it current and compares current_stream() with it sees what it did.
   c10::Stream getStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    d = indexed(d);
+    return c10::Stream(c10::Stream::UNSAFE, d, current_stream_id(d.index()));
   }
   c10::Stream getNewStream(c10::Device d, int) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    static std::atomic<c10::StreamId> next{1};
+    return c10::Stream(c10::Stream::UNSAFE, indexed(d), next++);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
-    return c10::Stream(c10::Stream::DEFAULT, d);
+    return getNewStream(d, 0);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, indexed(d));
   }
   c10::Stream exchangeStream(c10::Stream s) const override {
-    return c10::Stream(c10::Stream::DEFAULT, s.device());
+    c10::Stream old = getStream(s.device());
+    c10::Device d = indexed(s.device());
+    if (d.index() < kMaxDevices) current_stream_id(d.index()) = s.id();
+    return old;
   }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
   void record(void** event, const c10::Stream&, const c10::DeviceIndex,
@@ -300,6 +404,12 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
 };
 
 }  // namespace
+
+// Tensor.record_stream: memory is not reused across streams (every stream is the device's one
+// queue), so there is nothing to record.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", [](at::Tensor&, c10::Stream) {});
+}
 
 void install_device() {
   static std::once_flag once;

@@ -119,6 +119,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_peak_memory_stats", [](int d) { tp_storage_reset_peak(client(), d); });
   m.def("memory_limit", [] { return tp_client_memory_limit(client()); });
   m.def("set_memory_limit", [](int64_t b) { tp_client_set_memory_limit(client(), b); });
+  m.def("device_memory_total", [] { return tp_client_memory_total(client()); });
   m.def("set_cache_capacity", [](int64_t n) {
     tp_exec_cache_set_capacity(tp_exec_cache(), static_cast<size_t>(n));
   });

@@ -329,3 +329,94 @@ def test_compute_pool_leaves_a_core_for_the_dispatching_thread():
     # The user's choice stands.
     got, _ = run_json(_THREADS, PJRT_NPROC=3, NPROC=None)
     assert got["nproc"] == "3"
+
+
+# ---------------------------------------------------------------- what CUDA scripts call
+
+def test_torch_accelerator_memory_api_agrees_with_torch_tpu():
+    x = torch.empty(1024, device="tpu")
+    dev = torch.device("tpu", 0)
+    assert torch.accelerator.memory_allocated(dev) == torch.tpu.memory_allocated() >= 4096
+    assert torch.accelerator.max_memory_allocated(dev) == torch.tpu.max_memory_allocated()
+    stats = torch.accelerator.memory_stats(dev)
+    assert stats["allocated_bytes.all.current"] == torch.tpu.memory_stats()["allocated_bytes.all.current"]
+    assert stats["allocation.all.allocated"] >= 1
+    free, total = torch.accelerator.get_memory_info(dev)
+    assert (free, total) == torch.tpu.mem_get_info() and 0 < free <= total
+    torch.accelerator.reset_peak_memory_stats(dev)
+    assert torch.accelerator.max_memory_allocated(dev) == torch.accelerator.memory_allocated(dev)
+    torch.accelerator.empty_cache()
+    del x
+    torch.tpu.reset_max_memory_allocated()
+    assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+    assert "Allocated memory" in torch.tpu.memory_summary()
+    assert torch.tpu.memory_stats_as_nested_dict()["allocated_bytes"]["all"]["current"] >= 0
+    with pytest.raises(NotImplementedError, match="memory_stats"):
+        torch.tpu.memory_snapshot()
+
+
+def test_device_properties_and_capability():
+    p = torch.tpu.get_device_properties(0)
+    assert p.name == torch.tpu.get_device_name(0) and p.total_memory > 0
+    assert p.platform == torch_pjrt.plugin_info()["platform"]
+    assert torch.tpu.get_device_capability() == (0, 0)
+    assert issubclass(torch.tpu.OutOfMemoryError, RuntimeError)
+    assert not torch.tpu.is_tf32_supported() and torch.tpu.is_bf16_supported()
+
+
+def test_per_process_memory_fraction_caps_allocation():
+    total = torch.tpu.get_device_properties(0).total_memory
+    try:
+        torch.tpu.set_per_process_memory_fraction(0.5)
+        assert abs(torch.tpu.get_per_process_memory_fraction() - 0.5) < 1e-6
+        with pytest.raises(torch.tpu.OutOfMemoryError):
+            torch.empty(int(total * 0.6) // 4, device="tpu")
+    finally:
+        torch.tpu.set_per_process_memory_fraction(1.0)
+    assert torch.ones(2, device="tpu").sum().item() == 2
+
+
+def test_torch_cuda_names_are_here_or_left_out_on_purpose():
+    import types
+    from torch_pjrt.device_module import LEFT_OUT
+    public = []
+    for n in dir(torch.cuda):
+        v = getattr(torch.cuda, n)
+        mod = v.__name__ if isinstance(v, types.ModuleType) else getattr(v, "__module__", None)
+        if not n.startswith("_") and mod and mod.startswith("torch"):
+            public.append(n)
+    missing = sorted(n for n in public if not hasattr(torch.tpu, n) and n not in LEFT_OUT)
+    assert missing == [], f"torch.cuda names neither in torch.tpu nor in LEFT_OUT: {missing}"
+    stale = sorted(n for n in LEFT_OUT if hasattr(torch.tpu, n))
+    assert stale == [], f"LEFT_OUT names torch.tpu has: {stale}"
+
+
+def test_streams_are_objects_that_become_current():
+    s = torch.Stream("tpu")  # no index: the current device
+    assert s.device_index == 0 and s.device_type == torch.tpu.default_stream().device_type
+    assert s != torch.tpu.default_stream()
+    prev = torch.accelerator.current_stream()
+    torch.accelerator.set_stream(s)
+    try:
+        assert torch.tpu.current_stream() == s == torch.accelerator.current_stream()
+        with torch.tpu.StreamContext(torch.tpu.default_stream()):
+            assert torch.tpu.current_stream() == torch.tpu.default_stream()
+        assert torch.tpu.current_stream() == s
+        torch.tpu.set_stream(torch.tpu.default_stream())
+        assert torch.tpu.current_stream() == torch.tpu.default_stream()
+    finally:
+        torch.accelerator.set_stream(prev)
+    x = torch.ones(4, device="tpu")
+    x.record_stream(s)  # one in-order queue: nothing to record, and no error
+    with torch.tpu.stream(s):
+        y = x * 3
+    s.synchronize()
+    assert y.sum().item() == 12
+
+
+def test_tpu_amp_names():
+    with torch.tpu.amp.autocast():
+        y = torch.mm(torch.ones(2, 2, device="tpu"), torch.ones(2, 2, device="tpu"))
+    assert y.dtype == torch.bfloat16
+    scaler = torch.tpu.amp.GradScaler()
+    assert isinstance(scaler, torch.amp.GradScaler) and scaler._device == "tpu"
