@@ -212,7 +212,7 @@ tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t 
 
 static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
                                const tp_meta_t *out_metas, const tp_view_t *outs, int n_out) {
-  if (!tp_exec_client()) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  if (!tp_exec_client()) return tp_exec_unavailable();
   const tp_op_def_t *d = &tp_op_table[op];
   int device = -1;
   for (int i = 0; i < n_args; i++)
@@ -362,7 +362,7 @@ static tp_status_t *temp_storage(int device, tp_dtype_t dtype, const tp_view_t *
 }
 
 tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
-  if (!tp_exec_client()) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  if (!tp_exec_client()) return tp_exec_unavailable();
   TP_RETURN_IF_ERROR(tp_view_check_bounds(dst));
   int64_t numel = tp_view_numel(dst);
   if (tp_view_is_whole(dst)) {
@@ -386,7 +386,7 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
 }
 
 tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
-  if (!tp_exec_client()) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  if (!tp_exec_client()) return tp_exec_unavailable();
   TP_RETURN_IF_ERROR(tp_view_check_bounds(src));
   size_t nbytes = (size_t)tp_view_numel(src) * tp_dtype_size(src->dtype);
   /* The lock keeps another thread from donating the buffer while it is read. */

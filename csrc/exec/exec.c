@@ -94,8 +94,20 @@ tp_status_t *tp_exec_init(const char *plugin_path, const char *cache_dir, size_t
   return NULL;
 }
 
-tp_client_t *tp_exec_client(void) { return g.client; }
-tp_exec_cache_t *tp_exec_cache(void) { return g.cache; }
+tp_client_t *tp_exec_client(void) { return tp_exec_forked() ? NULL : g.client; }
+tp_exec_cache_t *tp_exec_cache(void) { return tp_exec_forked() ? NULL : g.cache; }
+bool tp_exec_initialized(void) { return g.client != NULL; }
+bool tp_exec_forked(void) { return g.client && tp_runtime_in_forked_child(); }
+int tp_exec_device_count(void) { return g.client ? tp_client_device_count(g.client) : 0; }
+
+tp_status_t *tp_exec_unavailable(void) {
+  if (tp_exec_forked())
+    return tp_make_status(TP_FAILED_PRECONDITION,
+                          "Cannot use the tpu device in a forked subprocess: the device was "
+                          "initialized before the fork. To use the tpu device with "
+                          "multiprocessing, you must use the 'spawn' start method");
+  return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+}
 void tp_exec_lock(void) { pthread_mutex_lock(&g_lock); }
 void tp_exec_unlock(void) { pthread_mutex_unlock(&g_lock); }
 int tp_exec_blocking(void) { return g.blocking; }

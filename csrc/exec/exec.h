@@ -24,9 +24,19 @@ extern "C" {
  * explains a disk cache that could not be used. */
 tp_status_t *tp_exec_init(const char *plugin_path, const char *cache_dir, size_t cache_capacity,
                           char **out_warning);
-/* Borrowed; NULL before a successful init. */
+/* Borrowed; NULL before a successful init, and in a process forked after it (the child has
+ * none of the plugin's threads: any use of the client would hang). */
 tp_client_t *tp_exec_client(void);
 tp_exec_cache_t *tp_exec_cache(void);
+/* Whether init succeeded in this process or in the parent it was forked from. */
+bool tp_exec_initialized(void);
+/* True in a process forked after init: the device cannot be used there. */
+bool tp_exec_forked(void);
+/* Devices of the client (also in a forked child, which cannot use them); 0 before init. */
+int tp_exec_device_count(void);
+/* Why there is no client: FAILED_PRECONDITION, naming the fork (and the spawn start method)
+ * in a forked child. Caller owns the status. */
+tp_status_t *tp_exec_unavailable(void);
 
 /* Every execution waits for completion (errors point at the op that caused them). */
 void tp_exec_set_blocking(int blocking);

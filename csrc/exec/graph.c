@@ -251,7 +251,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
                                const int64_t *keys, tp_storage_t *const *outs,
                                tp_graph_outcome_t *out) {
   tp_client_t *client = tp_exec_client();
-  if (!client) return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
+  if (!client) return tp_exec_unavailable();
   int n_in = g->n_inputs;
   gslot_t *slots = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(gslot_t));
   int *input_slot = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(int));

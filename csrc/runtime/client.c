@@ -104,9 +104,16 @@ static void default_host_threads(void) {
   setenv("PJRT_NPROC", buf, 0);
 }
 
+static volatile int g_forked;
+static void on_fork_child(void) { g_forked = 1; }
+static void watch_forks(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+bool tp_runtime_in_forked_child(void) { return g_forked; }
+
 tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
                               tp_client_t **out_client) {
   *out_client = NULL;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, watch_forks);
   const PJRT_Api *api = NULL;
   TP_RETURN_IF_ERROR(load_api(plugin_path, &api));
   default_host_threads();
@@ -194,6 +201,7 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
 }
 
 static void client_destroy(tp_client_t *c) {
+  if (g_forked) return; /* the parent's client: not this process's to tear down */
   tp_status_free(tp_client_synchronize(c));
   tp_status_free(c->async_error);
   free(c->fault_op);

@@ -18,6 +18,11 @@ typedef struct tp_client tp_client_t;
 typedef struct PJRT_Buffer PJRT_Buffer;
 typedef struct PJRT_Event PJRT_Event;
 
+/* True in a process forked after a client was created: the child has none of the plugin's
+ * threads, so it must make no PJRT call (one could wait forever for a lock a thread of the
+ * parent held). Buffers and clients released there are left alone, not destroyed. */
+bool tp_runtime_in_forked_child(void);
+
 /* Loads the plugin at |plugin_path| (dlopen, never dlclose), checks its API version, initializes
  * it and creates a client. |cpu_device_count| > 0 is passed to plugins that accept it.
  * On success the caller owns one reference. Errors: NOT_FOUND (no file / no GetPjrtApi),

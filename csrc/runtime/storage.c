@@ -124,6 +124,7 @@ void tp_storage_set_buffer(tp_storage_t *s, PJRT_Buffer *pjrt_buffer, tp_dtype_t
 }
 
 void tp_buffer_destroy(tp_client_t *client, PJRT_Buffer *pjrt_buffer) {
+  if (tp_runtime_in_forked_child()) return; /* see tp_runtime_in_forked_child */
   tp_pjrt_buffer_destroy(client->api, pjrt_buffer);
 }
 

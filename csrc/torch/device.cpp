@@ -34,6 +34,7 @@ std::string g_init_error = "torch_pjrt was not imported";
 
 tp_client_t* client() {
   tp_client_t* c = tp_exec_client();
+  if (!c && tp_exec_forked()) throw_status(tp_exec_unavailable());
   TORCH_CHECK(c, "the tpu device is unavailable: ", g_init_error);
   return c;
 }
@@ -96,10 +97,7 @@ tp_view_t view_or_throw(const at::Tensor& t, const char* what) {
 
 thread_local c10::DeviceIndex g_current_device = 0;
 
-c10::DeviceIndex device_count() {
-  tp_client_t* c = tp_exec_client();
-  return c ? static_cast<c10::DeviceIndex>(tp_client_device_count(c)) : 0;
-}
+c10::DeviceIndex device_count() { return static_cast<c10::DeviceIndex>(tp_exec_device_count()); }
 
 void check_device_index(c10::DeviceIndex d) {
   TORCH_CHECK(d >= 0 && d < device_count(), "tpu device index ", static_cast<int>(d),

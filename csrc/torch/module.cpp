@@ -86,7 +86,8 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_pjrt native core";
   m.def("init", &init, py::arg("plugin"), py::arg("cache_dir"), py::arg("cache_capacity"),
         py::arg("blocking"));
-  m.def("initialized", [] { return tp_exec_client() != nullptr; });
+  m.def("initialized", [] { return tp_exec_initialized(); });
+  m.def("in_bad_fork", [] { return tp_exec_forked(); });
   m.def("set_init_error", [](const std::string& e) { g_init_error = e; });
   m.def("stats", &stats);
   m.def("reset_stats", &reset_stats);

@@ -6,6 +6,7 @@ the PJRT plugin, registers the "tpu" device with PyTorch (PrivateUse1 renamed), 
 not break `import torch`: `torch.tpu.is_available()` is then False and first use raises an error
 that says why.
 """
+import atexit
 import contextlib
 import os
 import warnings
@@ -69,8 +70,32 @@ def _register():
     _decompositions.register()
 
 
+def _drain_autograd_device_threads():
+    """At exit, before the interpreter finalizes: one empty backward through each tpu device's
+    autograd thread. A backward's task holds a Python object (torch.autograd stashes a
+    contextvars copy in it) that the device thread releases only after the caller has its
+    result; released after finalization began, that object's destructor ended the process with
+    "terminate called without an active exception". The empty task, queued behind the last real
+    one, holds none, and is called on the engine directly so that none is stashed."""
+    if not _C_initialized() or torch.tpu._is_in_bad_fork():
+        return
+    try:
+        for d in range(torch.tpu.device_count()):
+            x = torch.zeros((), device=f"tpu:{d}", requires_grad=True)
+            torch.autograd.Variable._execution_engine.run_backward(
+                (x * 1,), (torch.ones((), device=f"tpu:{d}"),), False, False, (), True, True)
+    except Exception:  # an exit path: never raise from here
+        pass
+
+
+def _C_initialized():
+    from . import _C
+    return _C.initialized()
+
+
 _init()
 _register()
+atexit.register(_drain_autograd_device_threads)
 
 
 def init_error():

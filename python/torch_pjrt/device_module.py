@@ -217,10 +217,11 @@ def set_rng_state_all(states):
 
 
 def _is_in_bad_fork():
-    return False
+    """True in a process forked after the device was initialized: it cannot use the device."""
+    return _C.in_bad_fork()
 
 
-# ---- memory ----
+# ---- memory: the same numbers as torch.accelerator's (the allocator is a DeviceAllocator) ----
 
 def memory_allocated(device=None):
     """Bytes held by live tpu tensors' storages."""

@@ -420,3 +420,68 @@ def test_tpu_amp_names():
     assert y.dtype == torch.bfloat16
     scaler = torch.tpu.amp.GradScaler()
     assert isinstance(scaler, torch.amp.GradScaler) and scaler._device == "tpu"
+
+
+FORK_CHILD = r"""
+import json, multiprocessing as mp, torch
+x = torch.ones(3, device="tpu")  # the device is in use before the fork
+
+def child(q):
+    out = {"cpu_work": torch.ones(4).sum().item(), "bad_fork": torch.tpu._is_in_bad_fork()}
+    try:
+        torch.ones(2, device="tpu").sum().item()
+        out["device"] = "no error"
+    except RuntimeError as e:
+        out["device"] = str(e)
+    q.put(out)
+
+ctx = mp.get_context("fork")
+q = ctx.Queue()
+p = ctx.Process(target=child, args=(q,))
+p.start()
+got = q.get(timeout=60)
+p.join(60)
+got["exitcode"] = p.exitcode
+got["parent"] = (x * 2).sum().item()
+loader = torch.utils.data.DataLoader(list(range(8)), batch_size=4, num_workers=2,
+                                     multiprocessing_context="fork")
+got["loader"] = [b.tolist() for b in loader]
+print(json.dumps(got))
+"""
+
+
+def test_fork_after_device_use_raises_in_the_child_and_spares_the_parent():
+    out, _ = run_json(FORK_CHILD, timeout=180)
+    assert "forked subprocess" in out["device"] and "'spawn' start method" in out["device"], out
+    assert out["cpu_work"] == 4.0 and out["bad_fork"] is True and out["exitcode"] == 0
+    assert out["parent"] == 6.0
+    assert out["loader"] == [[0, 1, 2, 3], [4, 5, 6, 7]]  # workers that stay on CPU work
+
+
+EXIT_SCRIPT = r"""
+import torch
+m = torch.nn.Linear(8, 4).to("tpu")
+opt = torch.optim.SGD(m.parameters(), lr=0.1)
+for _ in range(3):
+    loss = m(torch.randn(16, 8, device="tpu")).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(float(loss))
+"""
+
+
+def test_processes_that_ran_backward_exit_cleanly(tmp_path):
+    # Exit after backward used to abort (code 134, "terminate called without an active
+    # exception") when the autograd device thread released its last task during finalization.
+    import subprocess, sys
+    from tpu_helpers import child_env
+    codes = []
+    for cache in ("0", str(tmp_path / "cache")):
+        procs = [subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT], env=child_env(TORCH_PJRT_CACHE_DIR=cache),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]  # in parallel: a loaded machine
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            codes.append((p.returncode, err[-300:] if p.returncode else ""))
+    assert all(c == 0 for c, _ in codes), codes
