@@ -221,3 +221,31 @@ def test_second_process_reuses_compiled_graphs_from_disk(tmp_path):
     assert first["graph_compiles"] == 2 and first["graph_runs"] == 2  # forward and backward
     assert second["graph_compiles"] == 0 and second["graph_runs"] == 2
     assert first["splits"] == second["splits"] == {}
+
+
+@pytest.mark.parametrize("kw", [{}, {"mode": "reduce-overhead"}, {"mode": "max-autotune", "fullgraph": True},
+                                {"dynamic": True}], ids=["default", "reduce-overhead", "max-autotune", "dynamic"])
+def test_torch_compile_with_no_backend_compiles_tpu_graphs_here(kw):
+    # Inductor, the default, takes "tpu" for its Pallas/JAX target: a CUDA script's
+    # torch.compile(model) on tpu tensors is compiled by backend "tpu" and says so once.
+    import torch_pjrt._default_compile as dc
+    dc._said.clear()
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    model = copy.deepcopy(cpu).to("tpu")
+    x = torch.randn(3, 8)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        f = torch.compile(model, **kw)
+        y = f(x.to("tpu"))
+        y.sum().backward()
+        f(x.to("tpu"))
+    said = [str(m.message) for m in w if "compiled by torch_pjrt's backend" in str(m.message)]
+    assert len(said) == 1, said
+    if kw.get("mode"):
+        assert "options ignored" in said[0]
+    assert tc.stats()["graphs"] >= 2  # forward and backward, here
+    want = cpu(x)
+    want.sum().backward()
+    assert_same(y, want, atol=1e-5, rtol=1e-5)
+    assert_same(model[0].weight.grad, cpu[0].weight.grad, atol=1e-5, rtol=1e-5)
