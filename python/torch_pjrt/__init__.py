@@ -66,9 +66,10 @@ def _register():
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-    from . import _decompositions, _default_compile
+    from . import _decompositions, _default_compile, _integrations
     _decompositions.register()
     _default_compile.install()
+    _integrations.install()
 
 
 def _drain_autograd_device_threads():

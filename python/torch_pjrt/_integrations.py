@@ -1,0 +1,69 @@
+"""Libraries that pick their device from a fixed list: Hugging Face Accelerate.
+
+Accelerate's PartialState.default_device checks MPS, MLU, SDAA, MUSA, NPU, HPU, CUDA, XPU and
+Neuron by name and otherwise answers "cpu", so Accelerator() and the Trainer (which trains on
+TrainingArguments().device, tpu:0 here, while Accelerate places batches on its own device) put
+the batches on CPU and the first step fails. When accelerate.state is imported, its
+default_device learns the last step of that list: "tpu" where Accelerate would answer "cpu" and
+the device is available. An explicit cpu=True (TrainingArguments(use_cpu=True)) or
+ACCELERATE_TORCH_DEVICE is still obeyed: only the fallback answer changes. The files Accelerate
+installed are not touched; the property is wrapped in memory when the module loads.
+"""
+import importlib.abc
+import importlib.util
+import sys
+
+import torch
+
+
+def _teach_accelerate(state):
+    cls = state.PartialState
+    plain = cls.default_device.fget
+    if getattr(plain, "_tpu_aware", False):
+        return
+
+    def default_device(self):
+        device = plain(self)
+        if device.type == "cpu" and torch.tpu.is_available():
+            return torch.device("tpu", torch.tpu.current_device())
+        return device
+
+    default_device._tpu_aware = True
+    default_device.__doc__ = plain.__doc__
+    cls.default_device = property(default_device)
+
+
+class _OnImport(importlib.abc.MetaPathFinder):
+    """Calls a hook on a module right after it is executed."""
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+
+    def find_spec(self, name, path, target=None):
+        if name not in self.hooks:
+            return None
+        sys.meta_path.remove(self)  # let the other finders find the real module
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        run, hook = spec.loader.exec_module, self.hooks[name]
+
+        def exec_module(module):
+            run(module)
+            hook(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install():
+    hooks = {"accelerate.state": _teach_accelerate}
+    for name, hook in list(hooks.items()):
+        if name in sys.modules:  # already imported: teach it now
+            hook(sys.modules[name])
+            del hooks[name]
+    if hooks:
+        sys.meta_path.insert(0, _OnImport(hooks))
