@@ -279,6 +279,35 @@ static tp_hlo_value_t extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, bool is_max
   return tp_hlo_select(b, any_nan, nan_like(b, &r), r);
 }
 
+/* The sum of float |x| over |mask| (every masked dim non-empty), and in *out_inf_before_last
+ * whether an infinity lies before the last element of the reduced dims in row-major order.
+ * CPU's var_mean takes the mean by Welford's update in that order, and an infinity there is
+ * followed by inf - inf: its mean is NaN, unless a single infinity is the last element (then
+ * +-inf, as the plain sum gives). The sum leaves the last element out, and adds it after, so
+ * its infinity is told from the others' without another pass. */
+static tp_hlo_value_t sum_welford_order(tp_hlo_builder_t *b, tp_hlo_value_t x, const bool *mask,
+                                        tp_hlo_value_t *out_inf_before_last) {
+  tp_hlo_value_t rest = tp_emit_full_like(b, 0, &x); /* no reduced dim: every element is last */
+  int64_t start[TP_MAX_DIMS], limit_[TP_MAX_DIMS], stride[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) {
+    start[i] = mask[i] ? x.dims[i] - 1 : 0;
+    limit_[i] = x.dims[i];
+    stride[i] = 1;
+    if (!mask[i]) continue;
+    tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, i);
+    tp_hlo_value_t not_last = tp_hlo_compare(b, TP_CMP_NE, io, tp_emit_full_like(b, (double)(x.dims[i] - 1), &io));
+    rest = tp_hlo_select(b, not_last, x, rest);
+  }
+  tp_hlo_value_t sum = reduce_dims(b, rest, TP_HLO_ADD, 0, mask);
+  *out_inf_before_last = tp_hlo_unary(b, TP_HLO_IS_INF, sum);
+  int64_t kept[TP_MAX_DIMS];
+  int nk = 0;
+  for (int i = 0; i < x.ndim; i++)
+    if (!mask[i]) kept[nk++] = x.dims[i];
+  tp_hlo_value_t tail = tp_hlo_reshape(b, tp_hlo_slice(b, x, start, limit_, stride), nk, kept);
+  return tp_hlo_binary(b, TP_HLO_ADD, sum, tail);
+}
+
 /* Index of the first extreme element along the (single or flattened) masked dims. */
 static tp_hlo_value_t arg_extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t ext,
                                   const bool *mask) {
@@ -348,7 +377,13 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     case TP_R_VAR: case TP_R_STD: case TP_R_VAR_MEAN: case TP_R_STD_MEAN: {
       tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
       int64_t n = reduced_count(&xs, r.mask);
-      tp_hlo_value_t mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
+      bool with_mean = op->code == TP_R_VAR_MEAN || op->code == TP_R_STD_MEAN;
+      tp_hlo_value_t mean, inf_before_last;
+      bool welford = with_mean && tp_dtype_is_float(acc) && n > 0;
+      if (welford)
+        mean = sum_welford_order(b, xs, r.mask, &inf_before_last);
+      else
+        mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
       mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_emit_full_like(b, (double)n, &mean));
       tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, mean, &xs, r.mask));
       v = reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), TP_HLO_ADD, 0, r.mask);
@@ -359,8 +394,10 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       denom = tp_hlo_binary(b, TP_HLO_MAX, denom, tp_hlo_constant(b, acc, 0));
       v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_hlo_broadcast_to(b, denom, v.ndim, v.dims));
       if (op->code == TP_R_STD || op->code == TP_R_STD_MEAN) v = tp_hlo_unary(b, TP_HLO_SQRT, v);
-      if (op->code == TP_R_VAR_MEAN || op->code == TP_R_STD_MEAN)
+      if (with_mean) {
+        if (welford) mean = tp_hlo_select(b, inf_before_last, nan_like(b, &mean), mean);
         out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, mean, out_meta[1].ndim, out_meta[1].sizes), od);
+      }
       break;
     }
     case TP_R_AMINMAX:

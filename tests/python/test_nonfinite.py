@@ -111,3 +111,26 @@ def test_native_dropout_backward_keeps_nan_of_dropped_elements(dtype, scale):
     expected = torch.ops.aten.native_dropout_backward(g, mask, scale)
     actual = torch.ops.aten.native_dropout_backward(g.to(DEVICE), mask.to(DEVICE), scale).cpu()
     assert torch.equal(torch.signbit(actual) | actual.isnan(), torch.signbit(expected) | expected.isnan())
+
+
+# ----------------------------------------------------------------------------- statistics
+
+def one_inf_at_each_position(shape, dtype, value=INF):
+    base = make(shape, torch.float64)
+    for p in range(base.numel()):
+        x = base.clone()
+        x.view(-1)[p] = value
+        yield x.to(dtype)
+
+
+@pytest.mark.filterwarnings("ignore:var_mean.*degrees of freedom:UserWarning")
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape,dim", [((3, 4), None), ((3, 4), 1), ((3, 4), 0), ((2, 3, 2), (0, 2)), ((), None)],
+                         ids=["all", "dim1", "dim0", "dims02", "scalar"])
+def test_var_mean_with_one_infinity(dtype, shape, dim):
+    # CPU's Welford mean is NaN after an infinity, +-inf when it is the last element
+    for value in (INF, -INF):
+        for x in one_inf_at_each_position(shape, dtype, value):
+            check(lambda t: torch.var_mean(t, dim), x, atol=1e-2, rtol=1e-2)
+            check(lambda t: torch.std_mean(t, dim, correction=0), x, atol=1e-2, rtol=1e-2)
+    check(lambda t: torch.var_mean(t, dim), poisoned(shape, dtype, every=2), atol=1e-2, rtol=1e-2)
