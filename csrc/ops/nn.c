@@ -303,9 +303,60 @@ tp_status_t *tp_infer_layer_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n
   return NULL;
 }
 
-/* x normalized over dims [axis, ndim): mean and rstd keep those dims at size 1. */
+/* The vector width, in elements of |dtype|, of CPU's layer and group norm kernels (256-bit
+ * vectors: PyTorch builds no AVX-512 variant of them; half types widen to two float vectors). */
+static int64_t moments_lanes(tp_dtype_t dtype) {
+  return dtype == TP_DTYPE_F64 ? 4 : dtype == TP_DTYPE_F32 ? 8 : 16;
+}
+
+/* The sum of |x| over dims [axis, ndim) (none empty), NaN where CPU's row moments make the mean
+ * NaN. CPU takes the mean by Welford's update, a vector of |lanes| at a time and the remainder
+ * after: an infinity is followed by inf - inf (NaN), except a single one in the last element of
+ * the last whole vector, the only one whose mean stays +-inf. That element is left out of the
+ * sum and added after, so the other infinities show in the partial sum without another pass. */
+static tp_hlo_value_t moments_sum(tp_hlo_builder_t *b, tp_hlo_value_t x, int axis, int64_t lanes) {
+  int n = 0;
+  int64_t dims[TP_MAX_DIMS], count = 1;
+  for (int i = axis; i < x.ndim; i++) {
+    dims[n++] = i;
+    count *= x.dims[i];
+  }
+  tp_hlo_value_t zero = tp_hlo_constant(b, x.dtype, 0);
+  int64_t at = count >= lanes ? count / lanes * lanes - 1 : -1;
+  if (at < 0) {
+    tp_hlo_value_t sum = tp_hlo_reduce(b, x, zero, TP_HLO_ADD, n, dims);
+    return tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_INF, sum), tp_emit_full_like(b, NAN, &sum), sum);
+  }
+  /* |at| as an index per normalized dim, and each element's row-major index within its row. */
+  int64_t start[TP_MAX_DIMS], limit[TP_MAX_DIMS], stride[TP_MAX_DIMS], kept[TP_MAX_DIMS], rem = at;
+  for (int i = x.ndim - 1; i >= 0; i--) {
+    start[i] = i < axis ? 0 : rem % x.dims[i];
+    if (i >= axis) rem /= x.dims[i];
+    limit[i] = i < axis ? x.dims[i] : start[i] + 1;
+    stride[i] = 1;
+    kept[i] = x.dims[i];
+  }
+  tp_hlo_value_t idx = {0};
+  int64_t step = 1;
+  for (int i = x.ndim - 1; i >= axis; i--) {
+    tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, i);
+    if (step != 1) io = tp_hlo_binary(b, TP_HLO_MUL, io, tp_emit_full_like(b, (double)step, &io));
+    idx = i == x.ndim - 1 ? io : tp_hlo_binary(b, TP_HLO_ADD, idx, io);
+    step *= x.dims[i];
+  }
+  tp_hlo_value_t is_at = tp_hlo_compare(b, TP_CMP_EQ, idx, tp_emit_full_like(b, (double)at, &idx));
+  tp_hlo_value_t rest = tp_hlo_select(b, is_at, tp_emit_full_like(b, 0, &x), x);
+  tp_hlo_value_t sum = tp_hlo_reduce(b, rest, zero, TP_HLO_ADD, n, dims);
+  tp_hlo_value_t bad = tp_hlo_unary(b, TP_HLO_IS_INF, sum);
+  sum = tp_hlo_binary(b, TP_HLO_ADD, sum, tp_hlo_reshape(b, tp_hlo_slice(b, x, start, limit, stride), axis, kept));
+  return tp_hlo_select(b, bad, tp_emit_full_like(b, NAN, &sum), sum);
+}
+
+/* x normalized over dims [axis, ndim): mean and rstd keep those dims at size 1. |lanes|: see
+ * moments_sum. */
 static void normalize(tp_hlo_builder_t *b, tp_hlo_value_t x, int axis, tp_hlo_value_t eps,
-                      tp_hlo_value_t *out_mean, tp_hlo_value_t *out_rstd, tp_hlo_value_t *out_xhat) {
+                      int64_t lanes, tp_hlo_value_t *out_mean, tp_hlo_value_t *out_rstd,
+                      tp_hlo_value_t *out_xhat) {
   int64_t dims[TP_MAX_DIMS], bd[TP_MAX_DIMS], kept[TP_MAX_DIMS];
   int n = 0;
   int64_t count = 1;
@@ -316,7 +367,7 @@ static void normalize(tp_hlo_builder_t *b, tp_hlo_value_t x, int axis, tp_hlo_va
   for (int i = 0; i < x.ndim; i++) kept[i] = i < axis ? x.dims[i] : 1;
   for (int i = 0; i < axis; i++) bd[i] = i;
   tp_hlo_value_t zero = tp_hlo_constant(b, x.dtype, 0);
-  tp_hlo_value_t mean = tp_hlo_reduce(b, x, zero, TP_HLO_ADD, n, dims);
+  tp_hlo_value_t mean = count > 0 ? moments_sum(b, x, axis, lanes) : tp_hlo_reduce(b, x, zero, TP_HLO_ADD, n, dims);
   mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_emit_full_like(b, (double)count, &mean));
   tp_hlo_value_t mean_b = tp_hlo_broadcast_in_dim(b, mean, x.ndim, x.dims, bd);
   tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, mean_b);
@@ -337,7 +388,7 @@ void tp_emit_layer_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
   tp_hlo_value_t eps = tp_hlo_constant(b, md, args[4].kind == TP_ARG_FLOAT ? args[4].f : 1e-5);
   tp_hlo_value_t mean, rstd, y;
-  normalize(b, x, axis, eps, &mean, &rstd, &y);
+  normalize(b, x, axis, eps, moments_lanes(args[0].meta.dtype), &mean, &rstd, &y);
   int64_t bd[TP_MAX_DIMS];
   for (int i = axis; i < x.ndim; i++) bd[i - axis] = i;
   if (args[2].kind == TP_ARG_TENSOR)
@@ -814,12 +865,23 @@ void tp_emit_group_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     w = tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[w_at], md), 3, nchw, &chan);
   if (!bwd) {
     tp_hlo_value_t eps = tp_hlo_constant(b, md, args[7].kind == TP_ARG_FLOAT ? args[7].f : 1e-5);
-    tp_hlo_value_t mean, rstd, y;
-    normalize(b, x, 2, eps, &mean, &rstd, &y);
-    y = tp_hlo_reshape(b, y, 3, nchw);
-    if (args[1].kind == TP_ARG_TENSOR) y = tp_hlo_binary(b, TP_HLO_MUL, y, w);
+    tp_hlo_value_t mean, rstd, xhat;
+    normalize(b, x, 2, eps, moments_lanes(args[x_at].meta.dtype), &mean, &rstd, &xhat);
+    /* CPU's form, per channel: y = x * s + t, s = rstd * weight, t = bias - s * mean. An
+     * infinite weight or bias is NaN there (inf - inf in t) where (x - mean) * rstd * w + b is
+     * not; and it is one multiply-add per element. */
+    int64_t ngc[3] = {n, g, c / g}, nc[2] = {n, c}, keep2[2] = {0, 1};
+    tp_hlo_value_t sc = tp_hlo_reshape(b, tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, rstd, 2, (int64_t[]){n, g}), 3, ngc, keep2), 2, nc);
+    tp_hlo_value_t mc = tp_hlo_reshape(b, tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, mean, 2, (int64_t[]){n, g}), 3, ngc, keep2), 2, nc);
+    int64_t one = 1;
+    if (args[1].kind == TP_ARG_TENSOR)
+      sc = tp_hlo_binary(b, TP_HLO_MUL, sc, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[1], md), 2, nc, &one));
+    tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_binary(b, TP_HLO_MUL, sc, mc));
     if (args[2].kind == TP_ARG_TENSOR)
-      y = tp_hlo_binary(b, TP_HLO_ADD, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[2], md), 3, nchw, &chan));
+      t = tp_hlo_binary(b, TP_HLO_ADD, t, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[2], md), 2, nc, &one));
+    tp_hlo_value_t y = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_reshape(b, x, 3, nchw),
+                                     tp_hlo_broadcast_in_dim(b, sc, 3, nchw, keep2));
+    y = tp_hlo_binary(b, TP_HLO_ADD, y, tp_hlo_broadcast_in_dim(b, t, 3, nchw, keep2));
     out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, y, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
     int64_t ng[2] = {n, g};
     out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, mean, 2, ng), out_meta[1].dtype);

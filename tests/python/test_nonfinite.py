@@ -134,3 +134,34 @@ def test_var_mean_with_one_infinity(dtype, shape, dim):
             check(lambda t: torch.var_mean(t, dim), x, atol=1e-2, rtol=1e-2)
             check(lambda t: torch.std_mean(t, dim, correction=0), x, atol=1e-2, rtol=1e-2)
     check(lambda t: torch.var_mean(t, dim), poisoned(shape, dtype, every=2), atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+@pytest.mark.parametrize("n", [3, 8, 17])
+def test_layer_norm_with_one_infinity(dtype, n):
+    # CPU's row moments keep +-inf as the mean only for the last element of its last whole vector
+    w, bias = make((n,), dtype, seed=1), make((n,), dtype, seed=2)
+    for x in one_inf_at_each_position((2, n), dtype):
+        check(lambda t, a, c: torch.native_layer_norm(t, [n], a, c, 1e-5), x, w, bias, atol=1e-2, rtol=1e-2)
+    x = poisoned((3, 4, 4), dtype, every=7)
+    check(lambda t: torch.native_layer_norm(t, [4, 4], None, None, 1e-5), x, atol=1e-2, rtol=1e-2)
+
+
+def test_layer_norm_backward_with_infinities():
+    x = poisoned((4, 6), torch.float32, (INF, -INF), every=9)
+    check_grad(lambda t: F.layer_norm(t, [6]), x)
+    check_grad(lambda t: F.layer_norm(t, [6]), poisoned((4, 6), torch.float32, (NAN,), every=11))
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+def test_group_norm_with_infinities(dtype):
+    n, c, hw, g = 2, 6, 4, 2
+    for x in one_inf_at_each_position((n, c, hw), dtype):
+        check(lambda t: torch.native_group_norm(t, None, None, n, c, hw, g, 1e-5), x, atol=1e-2, rtol=1e-2)
+    # an infinite weight or bias: CPU's y = x * s + (bias - s * mean) is NaN over the channel
+    x = make((n, c, hw), dtype)
+    w = torch.tensor([INF, 1, 2, -INF, 1, 1], dtype=dtype)
+    bias = torch.tensor([0, INF, 0, 1, 0, -INF], dtype=dtype)
+    check(lambda t, a, b_: torch.native_group_norm(t, a, b_, n, c, hw, g, 1e-5), x, w, bias,
+          atol=1e-2, rtol=1e-2)
+    check(lambda t, a, b_: F.group_norm(t, g, a, b_), x, w, bias, atol=1e-2, rtol=1e-2)
