@@ -572,6 +572,8 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
     tp_hlo_value_t picked = tp_hlo_reduce(b, tp_hlo_select(b, onehot, x, zero), tp_hlo_constant(b, md, 0),
                                           TP_HLO_ADD, 1, &cd);
     tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_binary(b, TP_HLO_MUL, picked, w));
+    /* CPU skips an ignored sample: its loss is 0 even where its input is NaN or inf. */
+    l = tp_hlo_select(b, valid, l, tp_emit_full_like(b, 0, &l));
     if (reduction != 0) {
       l = l.ndim ? tp_hlo_reduce(b, l, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : l;
       if (reduction == 1) l = tp_hlo_binary(b, TP_HLO_DIV, l, total);
@@ -585,6 +587,7 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   if (reduction == 1) g = tp_hlo_binary(b, TP_HLO_DIV, g, tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[s + 5], md), g.ndim, g.dims));
   tp_hlo_value_t gw = reduction == 0 && w.ndim ? tp_hlo_binary(b, TP_HLO_MUL, w, g)
                                                 : tp_hlo_binary(b, TP_HLO_MUL, w, tp_hlo_broadcast_to(b, g, w.ndim, w.dims));
+  gw = tp_hlo_select(b, valid, gw, tp_emit_full_like(b, 0, &gw)); /* ignored: 0 even for NaN grads */
   tp_hlo_value_t gx = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, gw, 2, x.dims, bd) : tp_hlo_broadcast_to(b, gw, 1, x.dims);
   out[0] = tp_hlo_convert(b, tp_hlo_select(b, onehot, tp_hlo_unary(b, TP_HLO_NEG, gx), zero), out_meta[0].dtype);
 }

@@ -165,3 +165,27 @@ def test_group_norm_with_infinities(dtype):
     check(lambda t, a, b_: torch.native_group_norm(t, a, b_, n, c, hw, g, 1e-5), x, w, bias,
           atol=1e-2, rtol=1e-2)
     check(lambda t, a, b_: F.group_norm(t, g, a, b_), x, w, bias, atol=1e-2, rtol=1e-2)
+
+
+# ----------------------------------------------------------------------------- losses
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_nll_loss_ignores_nan_of_ignored_samples(reduction):
+    x = torch.tensor([[NAN, -7.5, -0.6], [NAN, -1.9, NAN], [1, INF, 2], [3, 4, -INF]], dtype=torch.float64)
+    t = torch.tensor([0, 1, 0, 2])
+    for w in (None, torch.tensor([1.0, 0.0, 2.0], dtype=torch.float64)):
+        for ignore in (0, -100):
+            check(lambda a, b_, c: F.nll_loss(a, b_, weight=c, ignore_index=ignore, reduction=reduction), x, t, w)
+    grads = []
+    for dev in ("cpu", DEVICE):
+        xd = x.detach().to(dev).requires_grad_()
+        F.nll_loss(xd, t.to(dev), ignore_index=0, reduction=reduction).sum().backward()
+        grads.append(xd.grad)
+    assert_same(grads[1], grads[0])
+
+
+def test_cross_entropy_with_infinities():
+    x = torch.tensor([[1.0, INF, 2.0], [-INF, 0.5, 1.0], [NAN, 1.0, 2.0]], dtype=torch.float64)
+    t = torch.tensor([1, 0, 2])
+    for reduction in ("none", "sum", "mean"):
+        check(lambda a, b_: F.cross_entropy(a, b_, reduction=reduction), x, t)
