@@ -361,7 +361,9 @@ static tp_status_t *temp_storage(int device, tp_dtype_t dtype, const tp_view_t *
   return NULL;
 }
 
-tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
+tp_status_t *tp_eager_copy_from_host_async(const tp_view_t *dst, const void *data,
+                                           PJRT_Event **out_done) {
+  *out_done = NULL;
   if (!tp_exec_client()) return tp_exec_unavailable();
   TP_RETURN_IF_ERROR(tp_view_check_bounds(dst));
   int64_t numel = tp_view_numel(dst);
@@ -369,13 +371,14 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
     PJRT_Buffer *buf = NULL;
     tp_dtype_t sdt = tp_dtype_storage(dst->dtype); /* complex: its parts, interleaved */
     numel *= (int64_t)(tp_dtype_size(dst->dtype) / tp_dtype_size(sdt));
-    TP_RETURN_IF_ERROR(tp_buffer_from_host(tp_exec_client(), tp_storage_device(dst->storage), data, sdt, 1,
-                                           &numel, &buf));
+    TP_RETURN_IF_ERROR(tp_buffer_from_host_async(tp_exec_client(), tp_storage_device(dst->storage),
+                                                 data, sdt, 1, &numel, &buf, out_done));
     tp_exec_lock();
     tp_storage_set_buffer(dst->storage, buf, sdt, numel);
     tp_exec_unlock();
     return NULL;
   }
+  /* Part of a storage: through a whole temporary (whose copy is awaited), then on the device. */
   tp_storage_t *tmp = NULL;
   tp_view_t tv;
   TP_RETURN_IF_ERROR(temp_storage(tp_storage_device(dst->storage), dst->dtype, dst, &tmp, &tv));
@@ -383,6 +386,12 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
   if (!st) st = tp_eager_copy(dst, &tv);
   tp_storage_release(tmp);
   return st;
+}
+
+tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
+  PJRT_Event *done = NULL;
+  TP_RETURN_IF_ERROR(tp_eager_copy_from_host_async(dst, data, &done));
+  return tp_event_await(tp_exec_client(), done);
 }
 
 tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {

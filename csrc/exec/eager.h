@@ -37,6 +37,11 @@ tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src);
 tp_status_t *tp_eager_copy_bits(const tp_view_t *dst, const tp_view_t *src, bool conj, bool neg);
 /* dst <- dense host data of dst's dtype and shape. */
 tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data);
+/* The same, returning once enqueued when |dst| is a whole storage: *out_done (caller owns; NULL
+ * when the copy already completed) completes once |data| is no longer read, which it must not
+ * change until then (tp_event_await). */
+tp_status_t *tp_eager_copy_from_host_async(const tp_view_t *dst, const void *data,
+                                           PJRT_Event **out_done);
 /* dense host memory (src's dtype and shape) <- src. Blocks until the data is there. */
 tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data);
 

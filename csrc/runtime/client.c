@@ -238,6 +238,30 @@ int64_t tp_client_memory_limit(const tp_client_t *c) { return c->memory_limit; }
 int64_t tp_client_memory_total(const tp_client_t *c) { return c->memory_total; }
 void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes) { c->memory_limit = bytes; }
 
+tp_status_t *tp_client_dma_map(tp_client_t *c, void *data, size_t size, bool *out_mapped) {
+  *out_mapped = false;
+  if (!TP_PJRT_HAS(c->api, PJRT_Client_DmaMap)) return NULL;
+  TP_PJRT_ARGS(PJRT_Client_DmaMap_Args, args);
+  args.client = c->client;
+  args.data = data;
+  args.size = size;
+  tp_status_t *st = tp_pjrt_status(c->api, c->api->PJRT_Client_DmaMap(&args), "map host memory");
+  if (st && (tp_status_code(st) == TP_UNIMPLEMENTED || tp_status_code(st) == TP_INVALID_ARGUMENT)) {
+    tp_status_free(st);  /* the plugin does not map host memory: ordinary memory it stays */
+    return NULL;
+  }
+  *out_mapped = st == NULL;
+  return st;
+}
+
+void tp_client_dma_unmap(tp_client_t *c, void *data) {
+  if (!TP_PJRT_HAS(c->api, PJRT_Client_DmaUnmap)) return;
+  TP_PJRT_ARGS(PJRT_Client_DmaUnmap_Args, args);
+  args.client = c->client;
+  args.data = data;
+  tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Client_DmaUnmap(&args), "unmap host memory"));
+}
+
 tp_status_t *tp_client_device_memory(tp_client_t *c, int device, tp_device_memory_t *out) {
   out->bytes_in_use = out->peak_bytes_in_use = out->bytes_limit = -1;
   if (device < 0 || (size_t)device >= c->num_devices)

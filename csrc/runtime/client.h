@@ -51,6 +51,12 @@ int64_t tp_client_memory_limit(const tp_client_t *c);
 int64_t tp_client_memory_total(const tp_client_t *c);
 void tp_client_set_memory_limit(tp_client_t *c, int64_t bytes);
 
+/* Registers host memory [data, data + size) with the plugin for direct transfers (pinned host
+ * memory), where the plugin takes it: *out_mapped says whether it did; a plugin without the
+ * call, or that refuses, leaves the memory ordinary (not an error). Unmap before freeing. */
+tp_status_t *tp_client_dma_map(tp_client_t *c, void *data, size_t size, bool *out_mapped);
+void tp_client_dma_unmap(tp_client_t *c, void *data);
+
 /* Waits for every enqueued execution; returns the first asynchronous failure, naming its op. */
 tp_status_t *tp_client_synchronize(tp_client_t *c);
 

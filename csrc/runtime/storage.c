@@ -128,10 +128,11 @@ void tp_buffer_destroy(tp_client_t *client, PJRT_Buffer *pjrt_buffer) {
   tp_pjrt_buffer_destroy(client->api, pjrt_buffer);
 }
 
-tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *data,
-                                 tp_dtype_t dtype, int ndim, const int64_t *dims,
-                                 PJRT_Buffer **out_buffer) {
+tp_status_t *tp_buffer_from_host_async(tp_client_t *client, int device, const void *data,
+                                       tp_dtype_t dtype, int ndim, const int64_t *dims,
+                                       PJRT_Buffer **out_buffer, PJRT_Event **out_done) {
   *out_buffer = NULL;
+  *out_done = NULL;
   if (device < 0 || device >= (int)client->num_devices)
     return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
                           device, client->num_devices);
@@ -146,13 +147,27 @@ tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *da
   args.device = client->devices[device];
   TP_RETURN_IF_ERROR(tp_pjrt_status(api, api->PJRT_Client_BufferFromHostBuffer(&args),
                                     "copy host to device"));
-  tp_status_t *st = tp_pjrt_await(api, args.done_with_host_buffer, "copy host to device");
-  if (st) {
-    tp_pjrt_buffer_destroy(api, args.buffer);
-    return st;
-  }
   *out_buffer = args.buffer;
+  *out_done = args.done_with_host_buffer;
   return NULL;
+}
+
+tp_status_t *tp_event_await(tp_client_t *client, PJRT_Event *event) {
+  return tp_pjrt_await(client->api, event, "copy host to device");
+}
+
+tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *data,
+                                 tp_dtype_t dtype, int ndim, const int64_t *dims,
+                                 PJRT_Buffer **out_buffer) {
+  PJRT_Event *done = NULL;
+  TP_RETURN_IF_ERROR(
+      tp_buffer_from_host_async(client, device, data, dtype, ndim, dims, out_buffer, &done));
+  tp_status_t *st = tp_event_await(client, done);
+  if (st) {
+    tp_pjrt_buffer_destroy(client->api, *out_buffer);
+    *out_buffer = NULL;
+  }
+  return st;
 }
 
 tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *pjrt_buffer, void *dst, size_t size) {

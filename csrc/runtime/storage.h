@@ -46,6 +46,15 @@ void tp_storage_set_buffer(tp_storage_t *s, PJRT_Buffer *buffer, tp_dtype_t dtyp
 tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *data,
                                  tp_dtype_t dtype, int ndim, const int64_t *dims,
                                  PJRT_Buffer **out_buffer);
+/* Like tp_buffer_from_host, but returns once the copy is enqueued: *out_done (caller owns) is the
+ * event that completes once the host memory is no longer read. Until then |data| must stay as it
+ * is (pinned memory a non_blocking copy reads). Await it with tp_event_await. */
+tp_status_t *tp_buffer_from_host_async(tp_client_t *client, int device, const void *data,
+                                       tp_dtype_t dtype, int ndim, const int64_t *dims,
+                                       PJRT_Buffer **out_buffer, PJRT_Event **out_done);
+/* Waits for |event| and destroys it (NULL: nothing); its error, if any. */
+tp_status_t *tp_event_await(tp_client_t *client, PJRT_Event *event);
+
 /* Copies a whole device buffer to host memory of |size| bytes; blocks until done. A
  * synchronizing call: also waits for the executions enqueued before it and returns their
  * asynchronous failure, if any (naming the op), in preference to the copy's own. */

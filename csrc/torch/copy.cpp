@@ -64,7 +64,7 @@ void bytes_from_host(const at::Tensor& dst, const at::Tensor& host) {
   check(tp_eager_copy_from_host(&d, span.data_ptr()));
 }
 
-at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocking*/) {
+at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   bool dst_tpu = self.device().type() == DeviceType::PrivateUse1;
   bool src_tpu = src.device().type() == DeviceType::PrivateUse1;
@@ -98,6 +98,15 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool /*non_blocki
     tp_view_t d = view_or_throw(self, "copy_");
     at::Tensor host = with_bits_of(self, src.to(self.scalar_type()).expand(self.sizes()))
                           .resolve_conj().resolve_neg().contiguous();
+    // non_blocking from pinned memory read in place: returns once enqueued, as on CUDA (the
+    // caller may not change the source until it synchronizes; freeing it waits for the copy).
+    if (non_blocking && host.data_ptr() == src.data_ptr() && is_pinned(host.data_ptr())) {
+      PJRT_Event* read = nullptr;
+      check(tp_eager_copy_from_host_async(&d, host.data_ptr(), &read));
+      if (read && !note_pinned_read(host.data_ptr(), read))
+        check(tp_event_await(client(), read));
+      return self;
+    }
     check(tp_eager_copy_from_host(&d, host.data_ptr()));
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from tpu to ", self.device());

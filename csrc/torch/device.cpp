@@ -7,10 +7,14 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "torch/glue.h"
 
@@ -201,7 +205,100 @@ struct TpuAllocator final : c10::DeviceAllocator {
 };
 TpuAllocator g_allocator;
 
+// ---- pinned host memory ----
+
+// A pinned block: page-aligned host memory, locked in RAM (mlock, where the process's limit
+// allows) and registered with the plugin for direct transfers where it takes that, plus the
+// non_blocking copies still reading it (freeing the block waits for them).
+struct PinnedBlock {
+  size_t size = 0;
+  bool locked = false, mapped = false;
+  std::vector<PJRT_Event*> reads;
+};
+std::mutex g_pinned_lock;
+std::map<uintptr_t, PinnedBlock> g_pinned;  // by start address
+
+void free_pinned(void* p) {
+  PinnedBlock b;
+  {
+    std::lock_guard<std::mutex> g(g_pinned_lock);
+    auto it = g_pinned.find(reinterpret_cast<uintptr_t>(p));
+    if (it != g_pinned.end()) {
+      b = std::move(it->second);
+      g_pinned.erase(it);
+    }
+  }
+  tp_client_t* c = tp_exec_client();
+  for (PJRT_Event* e : b.reads)
+    if (c) tp_status_free(tp_event_await(c, e));
+  if (b.mapped && c) tp_client_dma_unmap(c, p);
+  if (b.locked) munlock(p, b.size);
+  free(p);
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    const size_t page = 4096, size = std::max<size_t>((nbytes + page - 1) / page * page, page);
+    void* p = nullptr;
+    if (posix_memalign(&p, page, size) != 0 || !p) throw c10::OutOfMemoryError(
+        c10::SourceLocation{__func__, __FILE__, __LINE__},
+        "out of host memory allocating " + std::to_string(nbytes) + " bytes of pinned memory");
+    PinnedBlock b;
+    b.size = size;
+    b.locked = mlock(p, size) == 0;
+    if (tp_client_t* c = tp_exec_client()) {
+      tp_status_t* st = tp_client_dma_map(c, p, size, &b.mapped);
+      if (st) {
+        if (b.locked) munlock(p, size);
+        free(p);
+        throw_status(st);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> g(g_pinned_lock);
+      g_pinned[reinterpret_cast<uintptr_t>(p)] = std::move(b);
+    }
+    return {p, p, &free_pinned, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    std::memcpy(dst, src, n);
+  }
+};
+PinnedAllocator g_pinned_allocator;
+
+// The pinned block holding |p|, or end(); caller holds g_pinned_lock.
+std::map<uintptr_t, PinnedBlock>::iterator pinned_block(const void* p) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = g_pinned.upper_bound(a);
+  if (it == g_pinned.begin()) return g_pinned.end();
+  --it;
+  return a < it->first + it->second.size ? it : g_pinned.end();
+}
+
 }  // namespace
+
+bool is_pinned(const void* p) {
+  std::lock_guard<std::mutex> g(g_pinned_lock);
+  return pinned_block(p) != g_pinned.end();
+}
+
+bool note_pinned_read(const void* p, PJRT_Event* read) {
+  PJRT_Event* oldest = nullptr;
+  {
+    std::lock_guard<std::mutex> g(g_pinned_lock);
+    auto it = pinned_block(p);
+    if (it == g_pinned.end()) return false;
+    auto& reads = it->second.reads;
+    reads.push_back(read);
+    if (reads.size() > 16) {  // a block copied from every step: its old copies are long done
+      oldest = reads.front();
+      reads.erase(reads.begin());
+    }
+  }
+  if (oldest) check(tp_event_await(client(), oldest));
+  return true;
+}
 
 c10::Allocator& allocator() { return g_allocator; }
 
@@ -397,8 +494,8 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return {DeviceType::PrivateUse1, g_current_device};
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* p) const override { return is_pinned(p); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
 };
 
 }  // namespace

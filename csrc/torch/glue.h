@@ -53,6 +53,11 @@ extern thread_local c10::DeviceIndex g_current_device;
 c10::DeviceIndex device_count();
 void check_device_index(c10::DeviceIndex d);
 c10::Allocator& allocator();
+// Pinned host memory (Tensor.pin_memory()): whether |p| lies in a pinned block, and, for a
+// non_blocking copy from one, hands the block |read| (the copy's done-with-host event; taken):
+// freeing the block waits for it. False (|read| not taken) when |p| is not pinned.
+bool is_pinned(const void* p);
+bool note_pinned_read(const void* p, PJRT_Event* read);
 // Installs the allocator and the hooks (once; after the client exists).
 void install_device();
 const at::Generator& default_generator(c10::DeviceIndex d);

@@ -328,3 +328,28 @@ def test_complex_real_views_alias_their_storage():
     assert torch.equal(c.cpu(), torch.view_as_complex(f))
     c.mul_(2)  # a complex op on the float storage: the real view sees it
     assert torch.equal(ft.cpu(), f * 2)
+
+
+# ---------------------------------------------------------------- pinned host memory
+
+def test_pin_memory_is_real_and_non_blocking_copies_from_it_arrive():
+    x = make((512, 64), torch.float32, seed=5)
+    p = x.pin_memory()
+    assert p.is_pinned() and not x.is_pinned() and p.device.type == "cpu"
+    assert torch.equal(p, x)
+    t = p.to("tpu", non_blocking=True)
+    u = p.to("tpu", non_blocking=True)
+    del p  # freeing the pinned source waits for the copies still reading it
+    assert_same(t * 2, x * 2)
+    assert_same(u, x)
+    # a strided or converting copy from pinned memory still works (through a contiguous copy)
+    q = x.t().contiguous().pin_memory().t()
+    assert_same(q.to("tpu", torch.float64, non_blocking=True), x.double())
+
+
+def test_dataloader_pin_memory_gives_pinned_batches():
+    ds = torch.utils.data.TensorDataset(torch.arange(32.).reshape(16, 2))
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True))
+    assert all(b.is_pinned() for (b,) in batches)
+    sums = [b.to(DEVICE, non_blocking=True).sum().item() for (b,) in batches]
+    assert sums == [28.0, 92.0, 156.0, 220.0]
