@@ -185,10 +185,28 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   }
   if ((op->code == TP_R_MAX || op->code == TP_R_MIN || op->code == TP_R_AMAX ||
        op->code == TP_R_AMIN || op->code == TP_R_ARGMAX || op->code == TP_R_ARGMIN) &&
-      tp_meta_numel(m) == 0)
-    return tp_make_status(TP_INVALID_ARGUMENT,
-                          "%s(): Expected reduction dim to be specified for input.numel() == 0. "
-                          "Specify the reduction dim with the 'dim' argument.", op->name);
+      tp_meta_numel(m) == 0) {
+    /* An empty input reduces only over named dims of non-zero size (PyTorch's
+     * zero_numel_check_dims): then the result is empty too. */
+    int base = (int)strcspn(op->name, ".");
+    const tp_op_arg_t *d = arg_at(args, n_args, 1);
+    int nd = !d ? 0 : d->kind == TP_ARG_INTS ? d->n : d->kind == TP_ARG_INT ? 1 : 0;
+    bool arg = op->code == TP_R_ARGMAX || op->code == TP_R_ARGMIN;
+    if (nd == 0 && arg)
+      return tp_make_status(TP_OUT_OF_RANGE,
+                            "%.*s(): Expected reduction dim to be specified for input.numel() == 0.",
+                            base, op->name);
+    if (nd == 0)
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "%.*s(): Expected reduction dim to be specified for input.numel() == 0. "
+                            "Specify the reduction dim with the 'dim' argument.", base, op->name);
+    for (int k = 0; k < nd; k++) {
+      int64_t v = d->kind == TP_ARG_INTS ? d->ints[k] : d->i;
+      if (m->sizes[tp_norm_dim(v, m->ndim)] == 0)
+        return tp_make_status(TP_OUT_OF_RANGE, "%.*s(): Expected reduction dim %lld to have non-zero size.",
+                              base, op->name, (long long)v);
+    }
+  }
   if (op->code == TP_R_NORM && args[1].kind == TP_ARG_SCALAR) {
     /* The order shapes the program: make it an attribute, part of the signature. */
     double ord = tp_dtype_is_float(args[1].meta.dtype) ? args[1].f : (double)args[1].i;

@@ -25,22 +25,6 @@ def _stmt(f):
 # Known backend bugs (found by the fuzzer; reproducers minimised by it). |match| recognises a
 # finding of the short pass as one of them.
 KNOWN = [
-    Bug("reduce_empty_input",
-        "max/min/amax/amin/argmax/argmin reject every input with numel() == 0 (reduce.c, "
-        "'Expected reduction dim to be specified for input.numel() == 0') even when the reduced "
-        "dims are non-empty, where CPU returns an empty result",
-        ["v0 = make((1, 1, 0), torch.int64, 686700).to(dev)",
-         "v1 = torch.amax(v0, dim=[1], keepdim=True)"],
-        lambda f: "Expected reduction dim to be specified for input.numel() == 0" in (f["detail"] or "")
-        and "reduce.c" in f["detail"] and f["kind"] == "unexpected_error"),
-    Bug("reduce_empty_dim_error_type",
-        "a max/min/argmax/... reduction over a zero-size dim raises RuntimeError; CPU raises "
-        "IndexError ('Expected reduction dim 0 to have non-zero size'), so `except IndexError` "
-        "code breaks (same check in reduce.c)",
-        ["v0 = make((0,), torch.float64, 1002).to(dev)",
-         "v1 = torch.argmin(v0, dim=0, keepdim=False)"],
-        lambda f: f["kind"] == "error_type" and "IndexError" in f["detail"]
-        and "reduce.c" in f["detail"]),
     Bug("clamp_unsigned_negative_bound",
         "clamp of a uint8 tensor with a negative scalar bound wraps the bound into uint8 "
         "(min=-2 becomes 254), so clamp(x, min=-2) returns 254 everywhere; CPU leaves x as is",
