@@ -151,14 +151,10 @@ static tp_status_t *check_dtype_flags(const tp_op_def_t *op, tp_dtype_t dt) {
   if ((op->flags & TP_OPF_FLOAT_ONLY) && !tp_dtype_is_float(dt))
     return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
                           tp_dtype_name(dt));
-  if ((op->flags & TP_OPF_NO_BOOL) && dt == TP_DTYPE_BOOL) {
-    if (op->infer == tp_infer_unary && op->code == TP_U_NEG)
-      return tp_make_status(TP_INVALID_ARGUMENT,
-                            "Negation, the `-` operator, on a bool tensor is not supported. If "
-                            "you are trying to invert a mask, use the `~` or `logical_not()` "
-                            "operator instead.");
-    return tp_make_status(TP_UNIMPLEMENTED, "Boolean inputs not supported for %s", op->name);  /* CPU raises it */
-  }
+  /* CPU raises NotImplementedError, in its words ("Negation, the `-` operator, on a bool tensor
+   * is not supported...") */
+  if ((op->flags & TP_OPF_NO_BOOL) && dt == TP_DTYPE_BOOL)
+    return tp_make_status(TP_UNIMPLEMENTED, "Boolean inputs not supported for %s", op->name);
   return NULL;
 }
 
@@ -515,17 +511,10 @@ tp_status_t *tp_infer_binary(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
   if (op->code == TP_B_HEAVISIDE && args[0].meta.dtype != args[1].meta.dtype)
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "heaviside is not yet implemented for tensors with different dtypes.");
-  if (sub && args[0].meta.dtype == TP_DTYPE_BOOL &&
-      args[1].meta.dtype == TP_DTYPE_BOOL)
-    return tp_make_status(TP_INVALID_ARGUMENT,
-                          "Subtraction, the `-` operator, with two bool tensors is not supported. "
-                          "Use the `^` or `logical_xor()` operator instead.");
-  if (sub && (args[0].meta.dtype == TP_DTYPE_BOOL ||
-                               args[1].meta.dtype == TP_DTYPE_BOOL))
-    return tp_make_status(TP_INVALID_ARGUMENT,
-                          "Subtraction, the `-` operator, with a bool tensor is not supported. If "
-                          "you are trying to invert a mask, use the `~` or `logical_not()` "
-                          "operator instead.");
+  /* CPU raises NotImplementedError, in its words ("Subtraction, the `-` operator, with a bool
+   * tensor is not supported...") */
+  if (sub && (args[0].meta.dtype == TP_DTYPE_BOOL || args[1].meta.dtype == TP_DTYPE_BOOL))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s of a bool", op->name);
   if (!sub) TP_RETURN_IF_ERROR(check_dtype_flags(op, rt));
   if (n_args > 2 && args[2].kind == TP_ARG_STR) {
     if (strcmp(args[2].s, "trunc") != 0 && strcmp(args[2].s, "floor") != 0)

@@ -158,10 +158,8 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       break;
     case TP_R_MEAN:
       dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;
-      if (!tp_dtype_is_float(dt))
-        return tp_make_status(TP_INVALID_ARGUMENT,
-                              "mean(): could not infer output dtype. Input dtype must be either a "
-                              "floating point or complex dtype. Got: %s", tp_dtype_name(dt));
+      if (!tp_dtype_is_float(dt)) /* CPU raises NotImplementedError, in its words */
+        return tp_make_status(TP_UNIMPLEMENTED, "mean of %s", tp_dtype_name(dt));
       break;
     case TP_R_ARGMAX: case TP_R_ARGMIN: dt = TP_DTYPE_I64; break;
     case TP_R_ANY: case TP_R_ALL: dt = in == TP_DTYPE_U8 ? TP_DTYPE_U8 : TP_DTYPE_BOOL; break;

@@ -32,6 +32,10 @@ def _f(*shape, dtype=torch.float32, seed=0):
 
 # Each case: a function of the device that makes its inputs there and makes the bad call.
 BAD = {
+    "mean of int64": lambda d: torch.mean(_f(3, 4, dtype=torch.int64).to(d)),
+    "mean with dtype int64": lambda d: torch.mean(_f(3, 4).to(d), (), dtype=torch.int64),
+    "neg of bool": lambda d: torch.neg(torch.tensor([True, False]).to(d)),
+    "sub of bools": lambda d: torch.tensor([True]).to(d) - torch.tensor([False]).to(d),
     "amax over an empty dim": lambda d: torch.amax(_f(5, 0, 5).to(d), 1),
     "amin over empty dims": lambda d: torch.amin(_f(5, 0, 5).to(d), (0, 1)),
     "amax of an empty tensor": lambda d: torch.amax(_f(5, 0, 5).to(d)),
@@ -43,6 +47,7 @@ BAD = {
 
 # Valid calls next to the bad ones: they must run, and match CPU.
 GOOD = {
+    "mean with dtype float64": lambda d: torch.mean(_f(3, 4).to(d), (0,), dtype=torch.float64),
     "amax over a non-empty dim of an empty tensor": lambda d: torch.amax(_f(5, 0, 5).to(d), 0),
     "max.dim over a non-empty dim of an empty tensor": lambda d: torch.max(_f(5, 0, 5).to(d), 2),
     "argmax over a non-empty dim of an empty tensor": lambda d: torch.argmax(_f(0, 3).to(d), 1),
