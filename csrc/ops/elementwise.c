@@ -33,6 +33,13 @@ static void fmt_sizes(char *buf, size_t n, const tp_meta_t *m) {
   if (off < n) snprintf(buf + off, n - off, "]");
 }
 
+void tp_format_ints(char *buf, size_t n, const int64_t *v, int count) {
+  size_t off = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < count && off < n; i++)
+    off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)v[i]);
+  if (off < n) snprintf(buf + off, n - off, "]");
+}
+
 tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta_t *out) {
   int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
   tp_meta_t r = *a; /* |out| may alias |a| or |b| */

@@ -3,6 +3,8 @@
 #ifndef TP_OPS_FAMILIES_H_
 #define TP_OPS_FAMILIES_H_
 
+#include <stddef.h>
+
 #include "ops/op.h"
 
 /* Unary family: what the `code` column of a TP_OP_UNARY row means. */
@@ -200,6 +202,8 @@ TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 TP_DECLARE_OP(tp_infer_rnn, tp_emit_rnn)
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
+/* Writes |v| as PyTorch prints an int list ("[1, 2, 3]") into |buf| of |n| bytes (elementwise.c). */
+void tp_format_ints(char *buf, size_t n, const int64_t *v, int count);
 /* |out|'s sizes become |x|'s without the dims |mask| marks, or with them as 1 (|keep|). */
 void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out);
 tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */

@@ -277,6 +277,16 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
         if (index->ndim != nd && !(nd == 0 && index->ndim <= 1))
           return tp_make_status(TP_INVALID_ARGUMENT,
                                 "Index tensor must have the same number of dimensions as input tensor");
+        if (tp_meta_numel(index) > 0)
+          for (int d = 0; d < nd; d++)
+            if (d != dim && index->sizes[d] > self->sizes[d]) {
+              char is[160], ss[160];
+              tp_format_ints(is, sizeof(is), index->sizes, index->ndim);
+              tp_format_ints(ss, sizeof(ss), self->sizes, nd);
+              return tp_make_status(TP_INVALID_ARGUMENT,
+                                    "Size does not match at dimension %d expected index %s to be no "
+                                    "larger than self %s apart from dimension %d", d, is, ss, dim);
+            }
         out[0] = *index;
         out[0].dtype = self->dtype;
       } else if (op->code == TP_X_INDEX_ADD) {
@@ -285,9 +295,28 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
         for (int i = 4; i < n_args; i++)
           if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = self->dtype;
       } else {
+        const tp_meta_t *src = n_args > 3 && args[3].kind == TP_ARG_TENSOR ? &args[3].meta : NULL;
+        if (src && src->dtype != self->dtype)
+          return tp_make_status(TP_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal to src.dtype");
         if (index->ndim != nd)
           return tp_make_status(TP_INVALID_ARGUMENT,
                                 "Index tensor must have the same number of dimensions as self tensor");
+        if (src && src->ndim != nd)
+          return tp_make_status(TP_INVALID_ARGUMENT,
+                                "Index tensor must have the same number of dimensions as src tensor");
+        bool wrong = false;
+        for (int d = 0; d < nd && tp_meta_numel(index) > 0; d++)
+          wrong = wrong || (d != dim && index->sizes[d] > self->sizes[d]) ||
+                  (src && index->sizes[d] > src->sizes[d]);
+        if (wrong) {
+          char is[160], ss[160], rs[160];
+          tp_format_ints(is, sizeof(is), index->sizes, index->ndim);
+          tp_format_ints(ss, sizeof(ss), self->sizes, nd);
+          if (src) tp_format_ints(rs, sizeof(rs), src->sizes, src->ndim);
+          return tp_make_status(TP_INVALID_ARGUMENT,
+                                "Expected index %s to be smaller than self %s apart from dimension %d%s%s",
+                                is, ss, dim, src ? " and to be smaller size than src " : "", src ? rs : "");
+        }
         if (n_args > 3 && args[3].kind == TP_ARG_SCALAR) args[3].scalar_dtype = self->dtype;
         if (n_args > 4 && args[4].kind != TP_ARG_NONE)
           return tp_make_status(TP_UNIMPLEMENTED, "scatter with reduce");
@@ -310,7 +339,29 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       if (args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
       return NULL;
     }
-    case TP_X_FLIP: case TP_X_ROLL: case TP_X_TRIL: case TP_X_TRIU:
+    case TP_X_ROLL: {
+      /* roll(self, shifts, dims=[]): PyTorch's checks, in its order and words */
+      const tp_op_arg_t *sh = n_args > 1 ? &args[1] : NULL, *dm = n_args > 2 ? &args[2] : NULL;
+      int ns = !sh ? 0 : sh->kind == TP_ARG_INTS ? sh->n : sh->kind == TP_ARG_INT ? 1 : 0;
+      int nd_dims = dm && dm->kind == TP_ARG_INTS ? dm->n : dm && dm->kind == TP_ARG_INT ? 1 : 0;
+      if (ns == 0) return tp_make_status(TP_INVALID_ARGUMENT, "`shifts` required");
+      if (nd_dims == 0 && ns == 1) return NULL;
+      if (ns != nd_dims)
+        return tp_make_status(TP_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d",
+                              ns, nd_dims);
+      for (int k = 0; k < nd_dims; k++) {
+        int64_t d = dm->kind == TP_ARG_INTS ? dm->ints[k] : dm->i;
+        if (nd == 0)
+          return tp_make_status(TP_OUT_OF_RANGE, "Dimension specified as %lld but tensor has no dimensions",
+                                (long long)d);
+        if (tp_norm_dim(d, nd) < 0)
+          return tp_make_status(TP_OUT_OF_RANGE,
+                                "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                                -nd, nd - 1, (long long)d);
+      }
+      return NULL;
+    }
+    case TP_X_FLIP: case TP_X_TRIL: case TP_X_TRIU:
       if ((op->code == TP_X_TRIL || op->code == TP_X_TRIU) && nd < 2)
         return tp_make_status(TP_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
                               op->name);

@@ -2,6 +2,7 @@
  * leaky_relu/hardtanh/elu, layer and batch norm (forward and backward), mse and nll losses. Half
  * types compute in f32. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/families.h"
@@ -109,6 +110,11 @@ tp_status_t *tp_infer_activation(const tp_op_def_t *op, tp_op_arg_t *args, int n
   for (int i = 0; i < n_tensors; i++)
     if (i >= n_args || args[i].kind != TP_ARG_TENSOR)
       return tp_make_status(TP_INVALID_ARGUMENT, "%s: argument %d must be a tensor", op->name, i);
+  if (op->code == TP_A_GELU || op->code == TP_A_GELU_BACKWARD) {
+    const tp_op_arg_t *a = n_tensors < n_args ? &args[n_tensors] : NULL;
+    if (a && a->kind == TP_ARG_STR && strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0)
+      return tp_make_status(TP_INVALID_ARGUMENT, "approximate argument must be either none or tanh.");
+  }
   tp_meta_t shape = args[0].meta;
   if (backward) TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
   shape.dtype = tp_result_type(args, n_tensors);
@@ -271,20 +277,40 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   out[0] = tp_hlo_convert(b, r, out_meta->dtype);
 }
 
-/* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd). */
+/* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd).
+ * PyTorch's checks of the shapes, in its order and words; |weight|, |bias| may be NONE. */
 static tp_status_t *layer_norm_axis(const tp_op_def_t *op, const tp_op_arg_t *in,
-                                    const tp_op_arg_t *shape, int *axis) {
+                                    const tp_op_arg_t *shape, const tp_op_arg_t *weight,
+                                    const tp_op_arg_t *bias, int *axis) {
   int k = shape->kind == TP_ARG_INTS ? shape->n : 0;
-  *axis = in->meta.ndim - k;
-  if (*axis < 0)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: normalized_shape has more dims than input",
-                          op->name);
-  for (int i = 0; i < k; i++)
-    if (in->meta.sizes[*axis + i] != shape->ints[i])
+  char want[160], got[160];
+  tp_format_ints(want, sizeof(want), shape->ints, k);
+  if (k < 1)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Expected normalized_shape to be at least 1-dimensional, i.e., containing "
+                          "at least one element, but got normalized_shape = %s", want);
+  const tp_op_arg_t *params[2] = {weight, bias};
+  for (int j = 0; j < 2; j++) {
+    const tp_meta_t *m = &params[j]->meta;
+    if (params[j]->kind == TP_ARG_TENSOR &&
+        (m->ndim != k || memcmp(m->sizes, shape->ints, sizeof(int64_t) * (size_t)k) != 0)) {
+      tp_format_ints(got, sizeof(got), m->sizes, m->ndim);
       return tp_make_status(TP_INVALID_ARGUMENT,
-                            "Given normalized_shape=[...%lld], expected input with shape "
-                            "[*, ...%lld] at dim %d", (long long)shape->ints[i],
-                            (long long)shape->ints[i], *axis + i);
+                            "Expected %s to be of same shape as normalized_shape, but got %s of "
+                            "shape %s and normalized_shape = %s", j ? "bias" : "weight",
+                            j ? "bias" : "weight", got, want);
+    }
+  }
+  *axis = in->meta.ndim - k;
+  if (*axis < 0 || memcmp(in->meta.sizes + *axis, shape->ints, sizeof(int64_t) * (size_t)k) != 0) {
+    char dims[160] = "";
+    for (int i = 0, off = 0; i < k && off < (int)sizeof(dims); i++)
+      off += snprintf(dims + off, sizeof(dims) - (size_t)off, ", %lld", (long long)shape->ints[i]);
+    tp_format_ints(got, sizeof(got), in->meta.sizes, in->meta.ndim);
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Given normalized_shape=%s, expected input with shape [*%s], but got "
+                          "input of size%s", want, dims, got);
+  }
   return NULL;
 }
 
@@ -294,7 +320,7 @@ tp_status_t *tp_infer_layer_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (input, shape, weight, bias, eps)",
                           op->name);
   int axis;
-  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[0], &args[1], &axis));
+  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[0], &args[1], &args[2], &args[3], &axis));
   out[0] = args[0].meta;
   out[1] = args[0].meta; /* mean and rstd: the input's dtype, computed in f32 for half types */
   for (int i = axis; i < out[1].ndim; i++) out[1].sizes[i] = 1;
@@ -408,7 +434,7 @@ tp_status_t *tp_infer_layer_norm_backward(const tp_op_def_t *op, tp_op_arg_t *ar
       args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   int axis;
-  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[1], &args[2], &axis));
+  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[1], &args[2], &args[5], &args[6], &axis));
   out[0] = args[1].meta;
   tp_meta_t w = {.dtype = args[1].meta.dtype, .ndim = args[2].n};
   for (int i = 0; i < args[2].n; i++) w.sizes[i] = args[2].ints[i];

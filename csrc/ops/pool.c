@@ -306,10 +306,17 @@ tp_status_t *tp_infer_max_unpool(const tp_op_def_t *op, tp_op_arg_t *args, int n
       memcmp(idx->sizes, x->sizes, sizeof(int64_t) * (size_t)x->ndim) != 0 ||
       (x->ndim != k + 1 && x->ndim != k + 2) || x->dtype == TP_DTYPE_BOOL)
     return tp_make_status(TP_UNIMPLEMENTED, "%s: arguments", op->name);
-  if (k == 3)
+  if (k == 3) {
     for (int j = 3; j < 5; j++)
       if (args[j].kind != TP_ARG_INTS || args[j].n != 3)
         return tp_make_status(TP_UNIMPLEMENTED, "%s: stride/padding", op->name);
+    /* The emitter reads only the indices; CPU still checks the stride. */
+    if (args[3].ints[0] <= 0 || args[3].ints[1] <= 0 || args[3].ints[2] <= 0) {
+      char st[96];
+      tp_format_ints(st, sizeof(st), args[3].ints, 3);
+      return tp_make_status(TP_INVALID_ARGUMENT, "strides should be greater than zero, but got stride: %s", st);
+    }
+  }
   for (int d = 0; d < x->ndim; d++)
     if (x->sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: empty input", op->name);
   out[0] = *x;

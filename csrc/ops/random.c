@@ -66,6 +66,11 @@ tp_status_t *tp_infer_random(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
                             (long long)from, (long long)to->i);
     return NULL;
   }
+  if (code == TP_RAND_UNIFORM && n_args > 3 && args[1].kind == TP_ARG_FLOAT &&
+      args[2].kind == TP_ARG_FLOAT && !(args[1].f <= args[2].f))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "uniform_ expects to return a [from, to) range, but found from=%g > to=%g",
+                          args[1].f, args[2].f);
   if (code == TP_RAND_NORMAL && n_args > 3 && args[2].kind == TP_ARG_FLOAT && args[2].f < 0)
     return tp_make_status(TP_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g",
                           args[2].f);

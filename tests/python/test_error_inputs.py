@@ -32,6 +32,30 @@ def _f(*shape, dtype=torch.float32, seed=0):
 
 # Each case: a function of the device that makes its inputs there and makes the bad call.
 BAD = {
+    "gelu approximate": lambda d: F.gelu(_f(3).to(d), approximate="asdf"),
+    "gelu_backward approximate": lambda d: torch.ops.aten.gelu_backward(
+        _f(3).to(d), _f(3, seed=1).to(d), approximate="asdf"),
+    "roll no shifts": lambda d: torch.roll(_f(5).to(d), ()),
+    "roll shifts/dims differ": lambda d: torch.roll(_f(5, 5).to(d), (2, 1), 0),
+    "roll dim out of range": lambda d: torch.roll(_f(5).to(d), 0, 2),
+    "roll dim of a 0-dim": lambda d: torch.roll(_f().to(d), 0, 0),
+    "uniform_ from > to": lambda d: _f(10).to(d).uniform_(3, -1),
+    "max_unpool3d zero stride": lambda d: F.max_unpool3d(
+        _f(1, 1, 4, 4, 4).to(d), torch.zeros(1, 1, 4, 4, 4, dtype=torch.long).to(d), 3, stride=0),
+    "layer_norm empty normalized_shape": lambda d: torch.native_layer_norm(_f(1, 2, 3).to(d), (), None, None, 1e-5),
+    "layer_norm weight shape": lambda d: torch.native_layer_norm(
+        _f(1, 2, 3).to(d), (1, 2, 3), _f(1, 2).to(d), None, 1e-5),
+    "layer_norm bias shape": lambda d: torch.native_layer_norm(
+        _f(1, 2, 3).to(d), (1, 2, 3), None, _f(1, 2).to(d), 1e-5),
+    "layer_norm input shape": lambda d: torch.native_layer_norm(_f(2, 4).to(d), (3,), None, None, 1e-5),
+    "gather index larger than self": lambda d: torch.gather(
+        _f(1, 1).to(d), 1, torch.zeros(2, 2, dtype=torch.long).to(d)),
+    "scatter self/src dtypes": lambda d: torch.scatter(
+        _f(3, 5, dtype=torch.float64).to(d), 0, torch.zeros(2, 2, dtype=torch.long).to(d), _f(2, 5).to(d)),
+    "scatter_add self/src dtypes": lambda d: torch.scatter_add(
+        _f(3, 5, dtype=torch.float64).to(d), 0, torch.zeros(2, 2, dtype=torch.long).to(d), _f(2, 5).to(d)),
+    "scatter index larger than src": lambda d: torch.scatter(
+        _f(3, 5).to(d), 0, torch.zeros(2, 3, dtype=torch.long).to(d), _f(2, 2).to(d)),
     "mean of int64": lambda d: torch.mean(_f(3, 4, dtype=torch.int64).to(d)),
     "mean with dtype int64": lambda d: torch.mean(_f(3, 4).to(d), (), dtype=torch.int64),
     "neg of bool": lambda d: torch.neg(torch.tensor([True, False]).to(d)),
@@ -47,6 +71,14 @@ BAD = {
 
 # Valid calls next to the bad ones: they must run, and match CPU.
 GOOD = {
+    "gelu tanh": lambda d: F.gelu(_f(3).to(d), approximate="tanh"),
+    "roll flattened": lambda d: torch.roll(_f(2, 3).to(d), 2),
+    "roll two dims": lambda d: torch.roll(_f(2, 3).to(d), (1, -1), (0, -1)),
+    "roll of a 0-dim": lambda d: torch.roll(_f().to(d), 1),
+    "layer_norm": lambda d: torch.native_layer_norm(
+        _f(2, 3).to(d), (3,), _f(3, seed=1).to(d), _f(3, seed=2).to(d), 1e-5),
+    "gather": lambda d: torch.gather(_f(2, 3).to(d), 1, torch.tensor([[0, 2], [1, 1]]).to(d)),
+    "scatter": lambda d: torch.scatter(_f(3, 5).to(d), 0, torch.tensor([[0, 1], [2, 0]]).to(d), _f(2, 5).to(d)),
     "mean with dtype float64": lambda d: torch.mean(_f(3, 4).to(d), (0,), dtype=torch.float64),
     "amax over a non-empty dim of an empty tensor": lambda d: torch.amax(_f(5, 0, 5).to(d), 0),
     "max.dim over a non-empty dim of an empty tensor": lambda d: torch.max(_f(5, 0, 5).to(d), 2),
