@@ -21,9 +21,10 @@ static void triple(const tp_op_arg_t *a, int k, const int64_t *dflt, int64_t *ou
   for (int i = 0; i < k; i++) out[i] = n == 0 ? (dflt ? dflt[i] : 0) : a->ints[n == 1 ? 0 : i];
 }
 
+/* PyTorch's pooling_output_shape: the division rounds down, also for a negative span. */
 static int64_t avg_out(int64_t in, const avg_t *p, int i) {
-  int64_t span = in + 2 * p->pd[i] - p->ks[i];
-  int64_t o = (p->ceil_mode ? (span + p->st[i] - 1) / p->st[i] : span / p->st[i]) + 1;
+  int64_t span = in + 2 * p->pd[i] - p->ks[i] + (p->ceil_mode ? p->st[i] - 1 : 0);
+  int64_t o = (span >= 0 ? span / p->st[i] : -((-span + p->st[i] - 1) / p->st[i])) + 1;
   if (p->ceil_mode && (o - 1) * p->st[i] >= in + p->pd[i]) o--;
   return o;
 }

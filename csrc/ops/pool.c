@@ -6,6 +6,7 @@
  * at those indices; max_unpool scatters the input to them. Depends on ops/ helpers and hlo/ only.
  * |code| of the max_pool rows: bit 0 backward, bit 1 three spatial dims, bit 2 adaptive. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/families.h"
@@ -50,9 +51,11 @@ static tp_status_t *parse_pool(const tp_op_def_t *op, const tp_op_arg_t *args, i
   return NULL;
 }
 
+/* PyTorch's pooling_output_shape: the division rounds down, also for a window larger than the
+ * padded input (a negative span), whose output size is then 0 or less. */
 static int64_t pool_out(int64_t in, const pool_t *p, int i) {
-  int64_t span = in + 2 * p->p[i] - p->d[i] * (p->ks[i] - 1) - 1;
-  int64_t o = (p->ceil_mode ? (span + p->s[i] - 1) / p->s[i] : span / p->s[i]) + 1;
+  int64_t span = in + 2 * p->p[i] - p->d[i] * (p->ks[i] - 1) - 1 + (p->ceil_mode ? p->s[i] - 1 : 0);
+  int64_t o = (span >= 0 ? span / p->s[i] : -((-span + p->s[i] - 1) / p->s[i])) + 1;
   if (p->ceil_mode && (o - 1) * p->s[i] >= in + p->p[i]) o--;
   return o;
 }
@@ -88,16 +91,28 @@ tp_status_t *tp_infer_max_pool(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
     return NULL;
   }
   out[0] = *x;
+  bool too_small = false;
   for (int i = 0; i < k; i++) {
     int d = x->ndim - k + i;
     if (p.adaptive) {
       if (args[1].kind != TP_ARG_INTS || args[1].n != k)
         return tp_make_status(TP_UNIMPLEMENTED, "%s: output_size", op->name);
       out[0].sizes[d] = args[1].ints[i];
+      if (out[0].sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output size", op->name);
     } else {
       out[0].sizes[d] = pool_out(x->sizes[d], &p, i);
+      too_small = too_small || out[0].sizes[d] < 1;
     }
-    if (out[0].sizes[d] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output size", op->name);
+  }
+  if (too_small) { /* CPU's words: the channel and spatial sizes, in and out */
+    char given[96] = "", calc[96] = "";
+    for (int d = x->ndim - k - 1, gi = 0, ci = 0; d < x->ndim; d++) {
+      gi += snprintf(given + gi, sizeof(given) - (size_t)gi, "%s%lld", gi ? "x" : "", (long long)x->sizes[d]);
+      ci += snprintf(calc + ci, sizeof(calc) - (size_t)ci, "%s%lld", ci ? "x" : "", (long long)out[0].sizes[d]);
+    }
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Given input size: (%s). Calculated output size: (%s). Output size is too small",
+                          given, calc);
   }
   out[1] = out[0];
   out[1].dtype = TP_DTYPE_I64;

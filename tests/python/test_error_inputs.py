@@ -40,6 +40,8 @@ BAD = {
     "roll dim out of range": lambda d: torch.roll(_f(5).to(d), 0, 2),
     "roll dim of a 0-dim": lambda d: torch.roll(_f().to(d), 0, 0),
     "uniform_ from > to": lambda d: _f(10).to(d).uniform_(3, -1),
+    "max_pool2d output too small": lambda d: F.max_pool2d(_f(1, 1, 4).to(d), kernel_size=2),
+    "max_pool3d output too small": lambda d: F.max_pool3d(_f(1, 1, 1, 4, 4).to(d), kernel_size=2),
     "max_unpool3d zero stride": lambda d: F.max_unpool3d(
         _f(1, 1, 4, 4, 4).to(d), torch.zeros(1, 1, 4, 4, 4, dtype=torch.long).to(d), 3, stride=0),
     "layer_norm empty normalized_shape": lambda d: torch.native_layer_norm(_f(1, 2, 3).to(d), (), None, None, 1e-5),
@@ -75,6 +77,8 @@ GOOD = {
     "roll flattened": lambda d: torch.roll(_f(2, 3).to(d), 2),
     "roll two dims": lambda d: torch.roll(_f(2, 3).to(d), (1, -1), (0, -1)),
     "roll of a 0-dim": lambda d: torch.roll(_f().to(d), 1),
+    "max_pool2d ceil_mode": lambda d: F.max_pool2d(_f(1, 3, 5).to(d), kernel_size=2, ceil_mode=True),
+    "avg_pool2d ceil_mode": lambda d: F.avg_pool2d(_f(1, 3, 5).to(d), kernel_size=2, ceil_mode=True),
     "layer_norm": lambda d: torch.native_layer_norm(
         _f(2, 3).to(d), (3,), _f(3, seed=1).to(d), _f(3, seed=2).to(d), 1e-5),
     "gather": lambda d: torch.gather(_f(2, 3).to(d), 1, torch.tensor([[0, 2], [1, 1]]).to(d)),
