@@ -10,6 +10,8 @@ C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/hlo/*.c csrc/ops/*.c csr
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Icsrc
 # The PJRT header: the plugin package's (setup.py passes it; here it is read from .venv).
 PJRT_INC ?= $(PLUGIN_INC)/include
+# Objects wait for the set-up .venv (the header is in it) unless the header's folder was given.
+CORE_SETUP := $(if $(filter command line,$(origin PJRT_INC)),,$(VENV)/.installed)
 CORE_LIB := build/core/libtpcore.a
 CFLAGS_TEST := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
@@ -38,7 +40,7 @@ demo: build
 # One object per source, with its header dependencies (-MMD), in build/core/ (or build/asan/core/).
 core: $(CORE_LIB)
 CORE_OBJS := $(patsubst csrc/%.c,build/core/%.o,$(C_SRC))
-build/core/%.o: csrc/%.c
+build/core/%.o: csrc/%.c | $(CORE_SETUP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_CORE) -I$(PJRT_INC) -MMD -MP -c $< -o $@
 $(CORE_LIB): $(CORE_OBJS)
@@ -100,7 +102,7 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:max_free_fill_size=4096:
 
 CORE_LIB_ASAN := build/asan/core/libtpcore.a
 CORE_OBJS_ASAN := $(patsubst csrc/%.c,build/asan/core/%.o,$(C_SRC))
-build/asan/core/%.o: csrc/%.c
+build/asan/core/%.o: csrc/%.c | $(CORE_SETUP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_CORE) -O1 $(ASAN_FLAGS) -I$(PJRT_INC) -MMD -MP -c $< -o $@
 $(CORE_LIB_ASAN): $(CORE_OBJS_ASAN)
