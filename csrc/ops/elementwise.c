@@ -314,16 +314,24 @@ static tp_hlo_value_t zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t
     head = add(b, head, tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, k_like(b, k, q), kq), t,
                                       k_like(b, 0, q)));
   }
-  tp_hlo_value_t r = add(b, tp_hlo_binary(b, TP_HLO_ZETA, x, add(b, q, kq)), head);
+  tp_hlo_value_t tail = tp_hlo_binary(b, TP_HLO_ZETA, x, add(b, q, kq));
+  tp_hlo_value_t r = add(b, tail, head);
+  /* chlo's series is NaN for a huge x. CPU's direct sum stops once a term is negligible: at
+   * the sum of the first terms when that is not 0 (+inf where |q + k| < 1 overflowed), and
+   * only a sum of 0 goes on into its own series, NaN for that x too. */
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, is_nan(b, tail),
+                                     tp_hlo_compare(b, TP_CMP_NE, head, k_like(b, 0, q))),
+                    head, r);
+  /* NaN goes into the series; the special cases come before it on CPU, so a NaN x with q a
+   * non-positive integer (or -inf) is inf, a NaN q with x <= 1 is NaN or inf. */
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, is_nan(b, x), is_nan(b, q)), add(b, x, q), r);
   tp_hlo_value_t qneg = tp_hlo_compare(b, TP_CMP_LE, q, k_like(b, 0, q));
   tp_hlo_value_t xint = tp_hlo_compare(b, TP_CMP_EQ, x, tp_hlo_unary(b, TP_HLO_FLOOR, x));
   tp_hlo_value_t qint = tp_hlo_compare(b, TP_CMP_EQ, q, tp_hlo_unary(b, TP_HLO_FLOOR, q));
   r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, tp_hlo_unary(b, TP_HLO_NOT, xint)), nan, r);
   r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, qint), inf, r);
   r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, 1, x)), nan, r);
-  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 1, x)), inf, r);
-  return tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, is_nan(b, x), is_nan(b, q)),
-                       add(b, x, q), r);
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 1, x)), inf, r);
 }
 
 /* trigamma by reflection below 1/2, six recurrence steps and the asymptotic series, as the
@@ -406,6 +414,12 @@ static tp_hlo_value_t emit_unary_value(tp_hlo_builder_t *b, tp_unary_t code, tp_
       if (tp_dtype_is_unsigned(x.dtype))
         return tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, x, tp_emit_full_like(b, 0, &x)),
                               x.dtype);
+      if (fl) { /* CPU's (0 < x) - (x < 0): 0 for NaN (and +0 for -0), where HLO's sign is NaN */
+        tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+        return tp_hlo_binary(b, TP_HLO_SUB,
+                             tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x.dtype),
+                             tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_LT, x, zero), x.dtype));
+      }
       return tp_hlo_unary(b, TP_HLO_SIGN, x);
     case TP_U_ABS:
       return tp_dtype_is_unsigned(x.dtype) ? x : tp_hlo_unary(b, TP_HLO_ABS, x);
@@ -556,11 +570,35 @@ static tp_hlo_value_t py_remainder(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo
   return tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_ADD, r, y), r);
 }
 
-/* Floor division: floor(x / y) for floats; for integers the truncated quotient, minus one when
+/* Floor division of floats as CPU computes it (Python's algorithm): from the remainder,
+ * div = (x - fmod(x, y)) / y, less one where the remainder's sign is not y's, then rounded to the
+ * nearest integer; a zero quotient takes the sign of x / y, and y == 0 gives x / y. So an
+ * infinite x is NaN (fmod is), and x finite over y infinite is 0 or -1, never -0 for -1 // inf;
+ * and a quotient that rounds up to an integer (1 // 0.1) is not floored one too high. */
+static tp_hlo_value_t floor_div_float(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), one = tp_emit_full_like(b, 1, &x);
+  tp_hlo_value_t q = tp_hlo_binary(b, TP_HLO_DIV, x, y);
+  tp_hlo_value_t mod = tp_hlo_binary(b, TP_HLO_REM, x, y);
+  tp_hlo_value_t div = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_SUB, x, mod), y);
+  tp_hlo_value_t fix = tp_hlo_binary(
+      b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, mod, zero),
+      tp_hlo_compare(b, TP_CMP_NE, tp_hlo_compare(b, TP_CMP_LT, y, zero),
+                     tp_hlo_compare(b, TP_CMP_LT, mod, zero)));
+  div = tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, div, one), div);
+  tp_hlo_value_t fl = tp_hlo_unary(b, TP_HLO_FLOOR, div);
+  fl = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, tp_hlo_binary(b, TP_HLO_SUB, div, fl),
+                                       tp_emit_full_like(b, 0.5, &x)),
+                     tp_hlo_binary(b, TP_HLO_ADD, fl, one), fl);
+  tp_hlo_value_t signed_zero = tp_hlo_select(b, signbit(b, q), tp_emit_full_like(b, -0.0, &x), zero);
+  fl = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, div, zero), signed_zero, fl);
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, y, zero), q, fl);
+}
+
+/* Floor division: floats as floor_div_float; for integers the truncated quotient, minus one when
  * the remainder is non-zero and the signs differ. */
 static tp_hlo_value_t floor_div(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  if (tp_dtype_is_float(x.dtype)) return floor_div_float(b, x, y);
   tp_hlo_value_t q = tp_hlo_binary(b, TP_HLO_DIV, x, y);
-  if (tp_dtype_is_float(x.dtype)) return tp_hlo_unary(b, TP_HLO_FLOOR, q);
   if (tp_dtype_is_unsigned(x.dtype)) return q;
   tp_hlo_value_t zero = tp_emit_full_like(b, 0, &q);
   tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_REM, x, y);
@@ -569,6 +607,24 @@ static tp_hlo_value_t floor_div(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_va
       tp_hlo_compare(b, TP_CMP_NE, tp_hlo_compare(b, TP_CMP_LT, x, zero),
                      tp_hlo_compare(b, TP_CMP_LT, y, zero)));
   return tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_emit_full_like(b, 1, &q)), q);
+}
+
+/* hypot as C's: +inf when either operand is infinite, even against NaN; scaled by the larger
+ * magnitude, so it neither overflows nor underflows where the result does not. */
+static tp_hlo_value_t hypot_value(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  tp_hlo_value_t ax = tp_hlo_unary(b, TP_HLO_ABS, x), ay = tp_hlo_unary(b, TP_HLO_ABS, y);
+  tp_hlo_value_t hi = tp_hlo_binary(b, TP_HLO_MAX, ax, ay), lo = tp_hlo_binary(b, TP_HLO_MIN, ax, ay);
+  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), inf = tp_emit_full_like(b, __builtin_inf(), &x);
+  tp_hlo_value_t t = tp_hlo_binary(b, TP_HLO_DIV, lo, hi);
+  tp_hlo_value_t r = tp_hlo_binary(
+      b, TP_HLO_MUL, hi,
+      tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(b, TP_HLO_ADD, tp_emit_full_like(b, 1, &x),
+                                                 tp_hlo_binary(b, TP_HLO_MUL, t, t))));
+  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, hi, zero), zero, r);
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, is_nan(b, x), is_nan(b, y)), tp_hlo_binary(b, TP_HLO_ADD, x, y), r);
+  return tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_EQ, ax, inf),
+                                        tp_hlo_compare(b, TP_CMP_EQ, ay, inf)),
+                       inf, r);
 }
 
 static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, tp_hlo_value_t x,
@@ -601,10 +657,7 @@ static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, t
       if (!fl) return m;
       return tp_hlo_select(b, is_nan(b, x), y, tp_hlo_select(b, is_nan(b, y), x, m));
     }
-    case TP_B_HYPOT:
-      return tp_hlo_unary(b, TP_HLO_SQRT,
-                          tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, x, x),
-                                        tp_hlo_binary(b, TP_HLO_MUL, y, y)));
+    case TP_B_HYPOT: return hypot_value(b, x, y);
     case TP_B_COPYSIGN: {
       tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, x);
       return tp_hlo_select(b, signbit(b, y), tp_hlo_unary(b, TP_HLO_NEG, a), a);

@@ -48,8 +48,11 @@ static tp_hlo_value_t norm_last(tp_hlo_builder_t *b, tp_hlo_value_t x, double p)
   memcpy(kd, x.dims, sizeof(kd));
   kd[last] = 1;
   tp_hlo_value_t r;
-  if (isinf(p)) {
+  if (isinf(p)) { /* XLA's max drops NaN; CPU's norm is NaN then */
     r = tp_hlo_reduce(b, a, tp_hlo_constant(b, x.dtype, 0), TP_HLO_MAX, 1, &last);
+    tp_hlo_value_t nan = tp_hlo_reduce(b, tp_hlo_compare(b, TP_CMP_NE, x, x),
+                                       tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, &last);
+    r = tp_hlo_select(b, nan, cst(b, &r, NAN), r);
   } else if (p == 1) {
     r = tp_hlo_reduce(b, a, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, 1, &last);
   } else if (p == 2) {

@@ -189,3 +189,54 @@ def test_cross_entropy_with_infinities():
     t = torch.tensor([1, 0, 2])
     for reduction in ("none", "sum", "mean"):
         check(lambda a, b_: F.cross_entropy(a, b_, reduction=reduction), x, t)
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+PAIRS = [(INF, NAN), (-INF, NAN), (NAN, INF), (NAN, -INF), (INF, INF), (-INF, 2.0), (1.0, INF),
+         (-1.0, INF), (0.0, INF), (-0.0, -INF), (INF, 3.0), (5.0, -INF), (-5.0, -INF), (5.0, INF),
+         (-5.0, INF), (0.0, -2.0), (-0.0, 2.0), (NAN, 0.0), (3.0, 0.0), (-3.0, 0.0), (1.0, 0.1),
+         (7.5, 2.5), (-7.5, 2.5), (1e30, 1e-10), (1e-30, 1e-30), (1e20, 1e20), (0.3, 0.1), (2.0, -0.0)]
+
+
+def pair_tensors(dtype):
+    a, b = zip(*PAIRS)
+    return torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+def test_sign_of_nan_is_zero(dtype):
+    x = torch.tensor([NAN, -NAN, INF, -INF, 0.0, -0.0, 2.0, -3.0], dtype=dtype)
+    check(torch.sign, x)
+    check(torch.sgn, x)
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+def test_floor_division_with_infinities(dtype):
+    a, b = pair_tensors(dtype)
+    for fn in (torch.floor_divide, lambda x, y: torch.div(x, y, rounding_mode="floor")):
+        expected = fn(a, b)
+        check(fn, a, b)
+        actual = fn(a.to(DEVICE), b.to(DEVICE)).cpu()  # -1 // inf is -1, 1 // -inf -1, -0 kept
+        assert torch.equal(torch.signbit(actual) | actual.isnan(), torch.signbit(expected) | expected.isnan())
+
+
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT, ids=DTYPE_IDS)
+def test_hypot_of_infinity_and_nan_is_inf(dtype):
+    check(torch.hypot, *pair_tensors(dtype))
+    check(torch.hypot, *pair_tensors(dtype)[::-1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_zeta_with_infinities(dtype):
+    q = torch.tensor([-INF, -9.5, -5.42, -3.0004, -1.5, -0.5, 0.0, 0.3, 1.0, 1.5, 3.0, 20.0, INF, NAN],
+                     dtype=dtype)
+    for x in (INF, -INF, NAN, 1e300 if dtype == torch.float64 else 1e30, 400.0, 30.0, 2.0, 1.0, 0.5):
+        check(torch.special.zeta, torch.full_like(q, x), q, atol=1e-12, rtol=1e-4)
+        check(torch.special.zeta, q, torch.full_like(q, x), atol=1e-12, rtol=1e-4)
+
+
+def test_renorm_inf_norm_of_a_nan_slice_keeps_it():
+    x = poisoned((3, 4, 5), torch.float32, (NAN,), every=23)
+    for p in (float("inf"), 1.0, 2.0):
+        check(lambda t: torch.renorm(t, p, 1, 0.5), x)
