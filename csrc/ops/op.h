@@ -87,6 +87,17 @@ enum {
   TP_OPF_LIST_CHUNKS = 1 << 10, /* the op over a tensor list equals the op over the results of the
                                    op over consecutive chunks of it (cat): a list too long for one
                                    call (TP_MAX_ARGS) is reduced that way first */
+  /* PyTorch's rules for the out= tensors (and the self of an in-place form) of the row's ops. */
+  TP_OPF_OUT_CAST = 1 << 11,     /* an out= tensor may have any dtype the result can be cast to
+                                    (TensorIterator ops); without it, exactly the result's dtype,
+                                    as structured and most other kernels require */
+  TP_OPF_DISJOINT_ARG0 = 1 << 12, /* the written tensor shares no memory with argument 0 (a tensor
+                                    or tensor list), not even by being it (assert_no_overlap);
+                                    without it, only a partial overlap is refused, so an input
+                                    may be the output itself, as for elementwise ops */
+  TP_OPF_DISJOINT_ARGS = 1 << 13, /* the same for every later tensor argument (an index, a src) */
+  TP_OPF_OUTS_DISJOINT = 1 << 14, /* its out= tensors share no memory with each other (aminmax:
+                                    a ValueError) */
 };
 
 struct tp_op_def {

@@ -44,6 +44,12 @@ std::string op_name(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? base : base + "." + n.overload_name;
 }
 
+// "aminmax" of aten::aminmax.out: the name PyTorch's messages give an op.
+std::string base_name(const c10::OperatorHandle& op) {
+  const std::string& n = op.schema().operator_name().name;
+  return n.rfind("aten::", 0) == 0 ? n.substr(6) : n;
+}
+
 void note_fallback(const std::string& name) {
   TORCH_CHECK(!g_strict.load(), "tpu strict mode: '", name,
               "' has no native tpu lowering and would fall back to CPU");
@@ -280,14 +286,42 @@ std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema) {
   return roles;
 }
 
-// PyTorch's rules for writing into an existing tensor: no element written twice, and no input
-// that partly overlaps the output.
-void check_overlap(const at::Tensor& out, c10::ArrayRef<c10::IValue> args, size_t n_in) {
-  at::assert_no_internal_overlap(out);
-  for (size_t i = 0; i < n_in; i++)
-    if (args[i].isTensor() && args[i].toTensor().defined() &&
-        args[i].toTensor().device() == out.device())
-      at::assert_no_partial_overlap(out, args[i].toTensor());
+// PyTorch's rule for the inputs of an op writing into an existing tensor |out| (an out= tensor,
+// or the self of an in-place form, which is skipped): none may partly overlap it, and, for the
+// arguments the row's TP_OPF_DISJOINT_* flags name, none may share memory with it at all.
+void check_overlap(const at::Tensor& out, c10::ArrayRef<c10::IValue> args, size_t n_in,
+                   unsigned flags, bool inplace) {
+  for (size_t i = inplace ? 1 : 0; i < n_in; i++) {
+    const bool disjoint = flags & (i == 0 ? TP_OPF_DISJOINT_ARG0 : TP_OPF_DISJOINT_ARGS);
+    auto check = [&](const at::Tensor& t) {
+      if (!t.defined() || t.device() != out.device()) return;
+      if (disjoint) at::assert_no_overlap(out, t);
+      else at::assert_no_partial_overlap(out, t);
+    };
+    if (args[i].isTensor()) {
+      check(args[i].toTensor());
+    } else if (args[i].isTensorList()) {
+      for (const at::Tensor& t : args[i].toTensorList()) check(t);
+    } else if (args[i].isOptionalTensorList()) {
+      for (const std::optional<at::Tensor> t : args[i].toOptionalTensorList())
+        if (t) check(*t);
+    }
+  }
+}
+
+// PyTorch's rule for an out= tensor's dtype, given the result's: exactly it, or (TensorIterator
+// ops, TP_OPF_OUT_CAST) any dtype it can be cast to. Checked, as on CPU, before anything is
+// resized or written.
+void check_out_dtype(const at::Tensor& out, tp_dtype_t result, unsigned flags) {
+  const c10::ScalarType want = from_tp(result), got = out.scalar_type();
+  if (want == got) return;
+  if (flags & TP_OPF_OUT_CAST) {
+    TORCH_CHECK(c10::canCast(want, got), "result type ", want,
+                " can't be cast to the desired output type ", got);
+  } else {
+    TORCH_CHECK(false, "Expected out tensor to have dtype ", c10::scalarTypeToTypeMeta(want),
+                ", but got ", out.dtype(), " instead");
+  }
 }
 
 bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> args, size_t n_in,
@@ -396,6 +430,7 @@ struct TableKernel final : c10::OperatorKernel {
       eargs[ne++].arg.i = next_random_key(generator, dev);
     }
     if (!native) return cpu_fallback(h, stack);
+    const unsigned flags = tp_op_table[op_].flags;
     tp_meta_t metas[TP_MAX_OUTS];
     int n_out = 0;
     tp_status_t* st = tp_eager_infer(op_, eargs, ne, metas, &n_out);
@@ -428,11 +463,24 @@ struct TableKernel final : c10::OperatorKernel {
       } else if (variant_ == TP_VARIANT_INPLACE) {
         TORCH_CHECK(k == 0, op_name(h), ": an in-place op returns one tensor");
         outs.push_back(args[0].toTensor());
-        check_overlap(outs.back(), args, n_in);
+        at::assert_no_internal_overlap(outs.back());
+        check_overlap(outs.back(), args, n_in, flags, true);
       } else {
         TORCH_CHECK(next_out < n_args, op_name(h), ": expected ", n_out, " outputs");
+        const std::string& out_name = schema.arguments()[next_out].name();
         at::Tensor o = args[next_out++].toTensor();
-        if (tp_op_table[op_].flags & TP_OPF_OUT_DTYPE) metas[k].dtype = to_tp(o.scalar_type());
+        if (flags & TP_OPF_OUT_DTYPE) metas[k].dtype = to_tp(o.scalar_type());
+        // PyTorch's checks, all before the out= tensor is resized or written.
+        at::assert_no_internal_overlap(o);
+        check_out_dtype(o, metas[k].dtype, flags);
+        check_overlap(o, args, n_in, flags, false);
+        if (flags & TP_OPF_OUTS_DISJOINT)
+          for (size_t j = n_in; j < next_out - 1; j++) {
+            const auto st = at::get_overlap_status(args[j].toTensor(), o);
+            TORCH_CHECK_VALUE(st != at::MemOverlapStatus::Full && st != at::MemOverlapStatus::Partial,
+                              base_name(h), "(): the `", schema.arguments()[j].name(), "` and `",
+                              out_name, "` out= tensors must not overlap.");
+          }
         c10::IntArrayRef shape(metas[k].sizes, metas[k].ndim);
         // An out= tensor sharing storage with an input cannot be resized (the input's view
         // would lose its storage): PyTorch treats it as in-place and refuses, and so do we.
@@ -442,11 +490,13 @@ struct TableKernel final : c10::OperatorKernel {
                             !earg_tensor[i].storage().is_alias_of(o.storage()),
                         "output with shape ", o.sizes(), " doesn't match the broadcast shape ",
                         shape);
-        at::native::resize_output(o, shape);
-        check_overlap(o, args, n_in);
         outs.push_back(o);
       }
     }
+    if (variant_ == TP_VARIANT_OUT)  // every out= tensor passed its checks: now resize them
+      for (int k = 0; k < n_out; k++)
+        if (!metas[k].writes_arg)
+          at::native::resize_output(outs[k], c10::IntArrayRef(metas[k].sizes, metas[k].ndim));
     tp_view_t views[TP_MAX_OUTS];
     for (int k = 0; k < n_out; k++) {
       TORCH_CHECK(outs[k].device().type() == DeviceType::PrivateUse1, op_name(h),

@@ -69,6 +69,18 @@ BAD = {
     "max of an empty tensor": lambda d: torch.max(_f(0, 3).to(d)),
     "argmax of an empty tensor": lambda d: torch.argmax(_f(0, 3).to(d)),
     "argmin over an empty dim": lambda d: torch.argmin(_f(0, 3).to(d), 0),
+    # out= tensors: a dtype the op does not write, memory an input holds.
+    "gather out= of another dtype": lambda d: torch.gather(
+        _f(2, 3).to(d), 1, torch.zeros(2, 2, dtype=torch.long).to(d), out=torch.empty(2, 2, dtype=torch.float64).to(d)),
+    "amax out= of another dtype": lambda d: torch.amax(_f(2, 3).to(d), 0, out=torch.empty(3, dtype=torch.float64).to(d)),
+    "aminmax out= of another dtype": lambda d: torch.aminmax(
+        _f(2, 3).to(d), dim=0, out=(torch.empty(3, dtype=torch.int64).to(d), torch.empty(3).to(d))),
+    "add out= float into int": lambda d: torch.add(_f(3).to(d), 1, out=torch.empty(3, dtype=torch.int64).to(d)),
+    "index_select out= is the input": lambda d: (lambda x: torch.index_select(
+        x, 0, torch.tensor([0, 1]).to(d), out=x))(_f(2, 2).to(d)),
+    "cat out= is an input": lambda d: (lambda x: torch.cat([x, x], out=x))(_f(4).to(d)),
+    "aminmax out= tensors overlap": lambda d: (lambda o: torch.aminmax(_f(2, 3).to(d), dim=0, out=(o, o)))(
+        torch.empty(3).to(d)),
 }
 
 # Valid calls next to the bad ones: they must run, and match CPU.
@@ -87,6 +99,9 @@ GOOD = {
     "amax over a non-empty dim of an empty tensor": lambda d: torch.amax(_f(5, 0, 5).to(d), 0),
     "max.dim over a non-empty dim of an empty tensor": lambda d: torch.max(_f(5, 0, 5).to(d), 2),
     "argmax over a non-empty dim of an empty tensor": lambda d: torch.argmax(_f(0, 3).to(d), 1),
+    "add out= float into float64 (a cast)": lambda d: torch.add(_f(3).to(d), 1, out=torch.empty(3, dtype=torch.float64).to(d)),
+    "sin out= of its dtype": lambda d: torch.sin(_f(3).to(d), out=_f(3).to(d)),
+    "amax out= of its dtype, resized": lambda d: torch.amax(_f(2, 3).to(d), 0, out=torch.empty(0).to(d)),
 }
 
 
