@@ -5,14 +5,15 @@ static const struct {
   size_t size;
   const char *hlo;
   const char *name;
+  const char *scalar_type; /* c10::ScalarType's name, as PyTorch's messages print it */
 } kInfo[TP_DTYPE_COUNT] = {
-    [TP_DTYPE_BOOL] = {1, "i1", "bool"},      [TP_DTYPE_U8] = {1, "ui8", "uint8"},
-    [TP_DTYPE_I8] = {1, "i8", "int8"},        [TP_DTYPE_I16] = {2, "i16", "int16"},
-    [TP_DTYPE_I32] = {4, "i32", "int32"},     [TP_DTYPE_I64] = {8, "i64", "int64"},
-    [TP_DTYPE_F16] = {2, "f16", "float16"},   [TP_DTYPE_BF16] = {2, "bf16", "bfloat16"},
-    [TP_DTYPE_F32] = {4, "f32", "float32"},   [TP_DTYPE_F64] = {8, "f64", "float64"},
-    [TP_DTYPE_C64] = {8, "complex<f32>", "complex64"},
-    [TP_DTYPE_C128] = {16, "complex<f64>", "complex128"},
+    [TP_DTYPE_BOOL] = {1, "i1", "bool", "Bool"},      [TP_DTYPE_U8] = {1, "ui8", "uint8", "Byte"},
+    [TP_DTYPE_I8] = {1, "i8", "int8", "Char"},        [TP_DTYPE_I16] = {2, "i16", "int16", "Short"},
+    [TP_DTYPE_I32] = {4, "i32", "int32", "Int"},     [TP_DTYPE_I64] = {8, "i64", "int64", "Long"},
+    [TP_DTYPE_F16] = {2, "f16", "float16", "Half"},   [TP_DTYPE_BF16] = {2, "bf16", "bfloat16", "BFloat16"},
+    [TP_DTYPE_F32] = {4, "f32", "float32", "Float"},   [TP_DTYPE_F64] = {8, "f64", "float64", "Double"},
+    [TP_DTYPE_C64] = {8, "complex<f32>", "complex64", "ComplexFloat"},
+    [TP_DTYPE_C128] = {16, "complex<f64>", "complex128", "ComplexDouble"},
 };
 
 static bool valid(tp_dtype_t t) { return t >= 0 && t < TP_DTYPE_COUNT; }
@@ -20,6 +21,7 @@ static bool valid(tp_dtype_t t) { return t >= 0 && t < TP_DTYPE_COUNT; }
 size_t tp_dtype_size(tp_dtype_t t) { return valid(t) ? kInfo[t].size : 0; }
 const char *tp_dtype_hlo_name(tp_dtype_t t) { return valid(t) ? kInfo[t].hlo : "?"; }
 const char *tp_dtype_name(tp_dtype_t t) { return valid(t) ? kInfo[t].name : "invalid"; }
+const char *tp_dtype_scalar_type_name(tp_dtype_t t) { return valid(t) ? kInfo[t].scalar_type : "Undefined"; }
 
 bool tp_dtype_is_float(tp_dtype_t t) {
   return t == TP_DTYPE_F16 || t == TP_DTYPE_BF16 || t == TP_DTYPE_F32 || t == TP_DTYPE_F64;

@@ -34,6 +34,8 @@ size_t tp_dtype_size(tp_dtype_t t);
 const char *tp_dtype_hlo_name(tp_dtype_t t);
 /* PyTorch-style name: "bool", "uint8", "float32", ... */
 const char *tp_dtype_name(tp_dtype_t t);
+/* c10::ScalarType's name, as PyTorch's messages print it: "Bool", "Long", "Float", ... */
+const char *tp_dtype_scalar_type_name(tp_dtype_t t);
 bool tp_dtype_is_float(tp_dtype_t t);
 bool tp_dtype_is_int(tp_dtype_t t); /* integral, excluding bool */
 bool tp_dtype_is_unsigned(tp_dtype_t t); /* bool and u8 */

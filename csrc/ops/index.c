@@ -232,6 +232,12 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       int v = 2 + list_count(args, n_args, 1);
       if (v >= n_args || args[v].kind != TP_ARG_TENSOR)
         return tp_make_status(TP_INVALID_ARGUMENT, "index_put_: values must be a tensor");
+      if (args[v].meta.dtype != args[0].meta.dtype)
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "Index put requires the source and destination dtypes match, got %s "
+                              "for the destination and %s for the source.",
+                              tp_dtype_scalar_type_name(args[0].meta.dtype),
+                              tp_dtype_scalar_type_name(args[v].meta.dtype));
       tp_meta_t check;
       TP_RETURN_IF_ERROR(tp_broadcast_shapes(&pos, &args[v].meta, &check));
       if (check.ndim != pos.ndim || memcmp(check.sizes, pos.sizes, sizeof(int64_t) * (size_t)pos.ndim))

@@ -352,6 +352,12 @@ bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> 
           continue;
         }
         const at::Tensor& t = *list[k];
+        // A Tensor[] (cat, stack, the foreach ops) is on one device, as CUDA requires; an
+        // optional one (indices) may hold CPU tensors, which the fallback moves.
+        TORCH_CHECK(!args[i].isTensorList() || t.device().type() == DeviceType::PrivateUse1 ||
+                        t.is_meta(),
+                    "Expected all tensors to be on the same device, but found at least two "
+                    "devices, tpu:", static_cast<int>(g_current_device), " and ", t.device(), "!");
         native = (t.device().type() == DeviceType::PrivateUse1 || (meta_ok && t.is_meta())) &&
                  convert_arg(t, false, &eargs[ne], meta_ok);
         earg_tensor[ne++] = t;
@@ -397,6 +403,30 @@ void chunk_long_lists(int op, torch::jit::Stack* stack, size_t n_args, size_t n_
   }
 }
 
+// The count protocol of a TP_OPF_COUNTED row (op.h), once infer has seen the count argument
+// (eargs[ne - 1]): when it asked for the count pass, runs that on |dev|, reads the count (the
+// call's one device-to-host sync) and infers the call again, for outputs of the count's capacity
+// (|exact|: of exactly the count, for out= tensors the caller gave). Returns the count, the rows
+// of the result, or -1 when the call's sizes did not depend on the values.
+int64_t count_pass(int op, tp_eager_arg_t* eargs, int ne, tp_meta_t* metas, int* n_out,
+                   c10::Device dev, bool exact) {
+  tp_op_arg_t& count = eargs[ne - 1].arg;
+  if (count.kind != TP_ARG_INT || count.i != TP_COUNT_PASS) return -1;
+  at::Tensor t;
+  {
+    c10::DeviceGuard guard(dev);
+    t = at::empty({}, at::TensorOptions().dtype(at::kLong).device(dev));
+  }
+  tp_view_t v = view_or_throw(t, tp_op_table[op].name);
+  check(tp_eager_run(op, eargs, ne, metas, &v, 1));
+  int64_t n = 0;
+  check(tp_eager_copy_to_host(&v, &n));
+  TORCH_CHECK(n >= 0, tp_op_table[op].name, ": bad count ", n);
+  count.i = exact ? n : tp_op_count_capacity(n);
+  check(tp_eager_infer(op, eargs, ne, metas, n_out));
+  return n;
+}
+
 struct TableKernel final : c10::OperatorKernel {
   TableKernel(int op, tp_op_variant_t variant) : op_(op), variant_(variant) {}
 
@@ -429,6 +459,12 @@ struct TableKernel final : c10::OperatorKernel {
       eargs[ne].arg.meta.dtype = TP_DTYPE_I64;
       eargs[ne++].arg.i = next_random_key(generator, dev);
     }
+    if (native && (tp_op_table[op_].flags & TP_OPF_COUNTED)) {  // the count argument (op.h)
+      if (ne >= TP_MAX_ARGS) return cpu_fallback(h, stack);
+      std::memset(&eargs[ne], 0, sizeof(eargs[0]));
+      eargs[ne].arg.kind = TP_ARG_INT;
+      eargs[ne++].arg.i = TP_COUNT_UNKNOWN;
+    }
     if (!native) return cpu_fallback(h, stack);
     const unsigned flags = tp_op_table[op_].flags;
     tp_meta_t metas[TP_MAX_OUTS];
@@ -449,6 +485,9 @@ struct TableKernel final : c10::OperatorKernel {
         dev = c10::Device(DeviceType::PrivateUse1, tp_storage_device(eargs[i].view.storage));
         break;
       }
+    const int64_t rows = flags & TP_OPF_COUNTED
+                             ? count_pass(op_, eargs, ne, metas, &n_out, dev, variant_ == TP_VARIANT_OUT)
+                             : -1;
     for (int k = 0; k < n_out; k++) {
       if (metas[k].writes_arg) {
         int a = metas[k].writes_arg - 1;
@@ -504,6 +543,8 @@ struct TableKernel final : c10::OperatorKernel {
       views[k] = view_or_throw(outs[k], schema.name().c_str());
     }
     check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
+    if (rows >= 0 && variant_ == TP_VARIANT_FUNCTIONAL)  // the count's rows of the capacity's
+      for (int k = 0; k < n_out; k++) outs[k] = outs[k].narrow(0, 0, rows);
     torch::jit::drop(*stack, n_args);
     // An op returning a bool (equal) computes it as a 0-d tensor; the caller gets its value.
     if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType) {

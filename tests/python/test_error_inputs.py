@@ -69,6 +69,10 @@ BAD = {
     "max of an empty tensor": lambda d: torch.max(_f(0, 3).to(d)),
     "argmax of an empty tensor": lambda d: torch.argmax(_f(0, 3).to(d)),
     "argmin over an empty dim": lambda d: torch.argmin(_f(0, 3).to(d), 0),
+    "index_put_ of float64 values into float32": lambda d: _f(4).to(d).index_put_(
+        (torch.tensor([1, 2]).to(d),), _f(2, dtype=torch.float64).to(d)),
+    "index_put of int64 values, accumulate": lambda d: _f(4).to(d).index_put(
+        (torch.tensor([1, 2]).to(d),), torch.tensor([1, 2]).to(d), accumulate=True),
     # out= tensors: a dtype the op does not write, memory an input holds.
     "gather out= of another dtype": lambda d: torch.gather(
         _f(2, 3).to(d), 1, torch.zeros(2, 2, dtype=torch.long).to(d), out=torch.empty(2, 2, dtype=torch.float64).to(d)),
@@ -99,6 +103,8 @@ GOOD = {
     "amax over a non-empty dim of an empty tensor": lambda d: torch.amax(_f(5, 0, 5).to(d), 0),
     "max.dim over a non-empty dim of an empty tensor": lambda d: torch.max(_f(5, 0, 5).to(d), 2),
     "argmax over a non-empty dim of an empty tensor": lambda d: torch.argmax(_f(0, 3).to(d), 1),
+    "index with cpu indices": lambda d: _f(5).to(d)[torch.tensor([4, 0])],
+    "index_put_ with cpu indices": lambda d: _f(5).to(d).index_put_((torch.tensor([4, 0]),), _f(2, seed=1).to(d)),
     "add out= float into float64 (a cast)": lambda d: torch.add(_f(3).to(d), 1, out=torch.empty(3, dtype=torch.float64).to(d)),
     "sin out= of its dtype": lambda d: torch.sin(_f(3).to(d), out=_f(3).to(d)),
     "amax out= of its dtype, resized": lambda d: torch.amax(_f(2, 3).to(d), 0, out=torch.empty(0).to(d)),
@@ -124,3 +130,18 @@ def test_valid_neighbour_runs(name):
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
         assert_same(a, e)
+
+
+# CUDA's rule, which CPU alone cannot show: a list of tensors on two devices raises.
+MIXED = {
+    "cat": lambda: torch.cat([_f(2).to(DEVICE), _f(3)]),
+    "stack": lambda: torch.stack([_f(2), _f(2).to(DEVICE)]),
+    "cat of three": lambda: torch.cat([_f(2).to(DEVICE), _f(2).to(DEVICE), _f(2)]),
+}
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_tensor_list_on_two_devices_raises(name):
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        _host(MIXED[name]())
+    _still_works()
