@@ -7,9 +7,16 @@ any op. A few such ops torch._decomp lacks are decomposed here: mm/bmm with an o
 (which torch._decomp's addmm.dtype and baddbmm.dtype call), and the *_overrideable convolutions
 PyTorch's _convolution routes a non-CPU backend to, whose CPU entries are error stubs: they are
 the convolution ops the op table lowers (or the fallback runs on CPU). Every other op without a CPU kernel
-raises NotImplementedError saying so (in the glue's fallback). `decomposed_ops()` lists what was
-registered.
+raises NotImplementedError saying so (in the glue's fallback).
+
+Three fused kernels that do have CPU kernels are decomposed here too, because the CPU fallback
+would run a whole layer on the host: the eval fast paths of nn.TransformerEncoderLayer
+(`_transformer_encoder_layer_fwd`) and nn.MultiheadAttention (`_native_multi_head_attention`),
+and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
+device runs (linear, layer_norm, softmax, bmm). `decomposed_ops()` lists what was registered.
 """
+import math
+
 import torch
 
 _lib = None
@@ -48,12 +55,81 @@ def _convolution_backward_overrideable(grad_output, input, weight, stride, paddi
                                                groups, output_mask)
 
 
+def _masked_softmax(self, mask, dim=None, mask_type=None):
+    """Softmax with the True entries of a bool |mask| at -inf (a row masked entirely is NaN, as
+    on CPU). mask_type 1: a (batch, key) padding mask of a (batch, heads, query, key) input."""
+    torch._check(mask.dtype == torch.bool, lambda: "Mask should be a boolean tensor")
+    dim = self.dim() - 1 if dim is None else dim
+    if mask_type == 1 and self.dim() == 4 and mask.dim() == 2:
+        mask = mask[:, None, None, :]
+    return torch.softmax(self.masked_fill(mask, float("-inf")), dim)
+
+
+def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
+                                 proj_weight, proj_bias, mask=None, need_weights=True,
+                                 average_attn_weights=True, mask_type=None):
+    """nn.MultiheadAttention's fused eval path (batch first): in-projection, q scaled by
+    1/sqrt(head_dim), softmax of q k^T with the mask's nonzero entries masked, out-projection;
+    the weights (averaged over heads if asked) when need_weights, else None."""
+    b, t, d = query.shape
+    dh = embed_dim // num_head
+    if query is key and key is value:
+        q, k, v = torch.nn.functional.linear(query, qkv_weight, qkv_bias).chunk(3, dim=-1)
+    else:
+        w, bias = qkv_weight.chunk(3), qkv_bias.chunk(3)
+        q, k, v = (torch.nn.functional.linear(x, w[i], bias[i]) for i, x in enumerate((query, key, value)))
+
+    def heads(x):
+        return x.reshape(b, x.shape[1], num_head, dh).transpose(1, 2)
+
+    scores = torch.matmul(heads(q) / math.sqrt(dh), heads(k).transpose(-2, -1))
+    if mask is not None:
+        mask = mask if mask.dtype == torch.bool else mask != 0
+        if mask_type == 1:  # (batch, key) padding; 0 is (query, key), 2 (batch, heads, query, key)
+            mask = mask.reshape(b, 1, 1, -1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    attn = torch.softmax(scores, -1)
+    out = torch.matmul(attn, heads(v)).transpose(1, 2).reshape(b, t, d)
+    out = torch.nn.functional.linear(out, proj_weight, proj_bias)
+    if not need_weights:
+        return out, None
+    return out, attn.mean(dim=1) if average_attn_weights else attn
+
+
+def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+                                   proj_bias, use_gelu, norm_first, eps, norm_weight_1,
+                                   norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1,
+                                   ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
+    """nn.TransformerEncoderLayer's fused eval path, in CPU's order of operations."""
+    F = torch.nn.functional
+
+    def norm(x, w, b):
+        return F.layer_norm(x, (embed_dim,), w, b, eps)
+
+    x = norm(src, norm_weight_1, norm_bias_1) if norm_first else src
+    x = _native_multi_head_attention(x, x, x, embed_dim, num_heads, qkv_weight, qkv_bias,
+                                     proj_weight, proj_bias, mask, False, True, mask_type)[0]
+    x = x + src
+    if not norm_first:
+        x = norm(x, norm_weight_1, norm_bias_1)
+    residual = x
+    if norm_first:
+        x = norm(x, norm_weight_2, norm_bias_2)
+    x = F.linear(x, ffn_weight_1, ffn_bias_1)
+    x = F.gelu(x) if use_gelu else F.relu(x)
+    x = F.linear(x, ffn_weight_2, ffn_bias_2) + residual
+    return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
+
+
 def _own_decompositions():
     aten = torch.ops.aten
     return {aten.mm.dtype: _mm_dtype, aten.mm.dtype_out: _mm_dtype_out,
             aten.bmm.dtype: _bmm_dtype, aten.bmm.dtype_out: _bmm_dtype_out,
             aten.convolution_overrideable.default: _convolution_overrideable,
-            aten.convolution_backward_overrideable.default: _convolution_backward_overrideable}
+            aten.convolution_backward_overrideable.default: _convolution_backward_overrideable,
+            aten._masked_softmax.default: _masked_softmax,
+            aten._native_multi_head_attention.default: _native_multi_head_attention,
+            aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 
 
 def register():

@@ -3,6 +3,7 @@ convolutions, dropout backward of integer gradients, half-type normalization and
 import pytest
 import torch
 import torch.nn.functional as F
+import torch_pjrt
 
 from tpu_helpers import DEVICE, assert_same, make
 
@@ -63,3 +64,67 @@ def test_norm_module_backward_matches_cpu(cls, train):
     (md(xd) * w.to(DEVICE)).sum().backward()
     assert_same(xd.grad, x.grad, atol=1e-5, rtol=1e-5)
     assert_same(md.weight.grad, m.weight.grad, atol=1e-5, rtol=1e-5)
+
+
+# ----------------------------------------------------------------- transformer eval fast paths
+# nn.TransformerEncoderLayer and nn.MultiheadAttention in eval/no_grad call fused kernels
+# (_transformer_encoder_layer_fwd, _native_multi_head_attention) that have CPU kernels only;
+# on tpu they run as the same computation in native ops, under strict mode (no fallback).
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_layer_fast_path(norm_first, activation):
+    import copy
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True,
+                                             norm_first=norm_first, activation=activation).eval()
+    tpu_layer = copy.deepcopy(layer).to(DEVICE)
+    x = torch.randn(2, 7, 32)
+    masks = [{}, {"src_key_padding_mask": torch.tensor([[False] * 7, [False] * 5 + [True] * 2])},
+             {"src_mask": torch.triu(torch.ones(7, 7, dtype=torch.bool), 1)}]
+    with torch.no_grad(), torch_pjrt.strict():
+        for kw in masks:
+            expected = layer(x, **kw)
+            actual = tpu_layer(x.to(DEVICE), **{k: v.to(DEVICE) for k, v in kw.items()})
+            assert_same(actual, expected, atol=1e-5, rtol=1e-5)
+        # the fused op itself, so that the test fails if the module stops taking the fast path
+        args = (x, 32, 4, layer.self_attn.in_proj_weight, layer.self_attn.in_proj_bias,
+                layer.self_attn.out_proj.weight, layer.self_attn.out_proj.bias,
+                activation == "gelu", norm_first, 1e-5, layer.norm1.weight, layer.norm1.bias,
+                layer.norm2.weight, layer.norm2.bias, layer.linear1.weight, layer.linear1.bias,
+                layer.linear2.weight, layer.linear2.bias)
+        assert_same(torch._transformer_encoder_layer_fwd(*[a.to(DEVICE) if torch.is_tensor(a) else a for a in args]),
+                    torch._transformer_encoder_layer_fwd(*args), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("cross", [False, True])
+def test_multihead_attention_fast_path(need_weights, cross):
+    import copy
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    tpu_mha = copy.deepcopy(mha).to(DEVICE)
+    q = torch.randn(2, 5, 16)
+    kv = torch.randn(2, 6, 16) if cross else q
+    with torch.no_grad(), torch_pjrt.strict():
+        for kw in ({}, {"key_padding_mask": torch.tensor([[False] * kv.shape[1], [False] * 3 + [True] * (kv.shape[1] - 3)])}):
+            out, w = mha(q, kv, kv, need_weights=need_weights, **kw)
+            q_t = q.to(DEVICE)
+            kv_t = q_t if not cross else kv.to(DEVICE)
+            tout, tw = tpu_mha(q_t, kv_t, kv_t, need_weights=need_weights,
+                               **{k: v.to(DEVICE) for k, v in kw.items()})
+            assert_same(tout, out, atol=1e-5, rtol=1e-5)
+            if w is None:
+                assert tw is None
+            else:
+                assert_same(tw, w, atol=1e-5, rtol=1e-5)
+
+
+def test_masked_softmax():
+    x = make((2, 2, 3, 3), torch.float32)
+    mask = torch.tensor([[True, True, True], [False, True, False], [False, False, False]])
+    pad = torch.tensor([[False, False, True], [True, False, False]])
+    with torch_pjrt.strict():
+        for m, mask_type in ((mask, 0), (pad, 1)):
+            assert_same(torch._masked_softmax(x.to(DEVICE), m.to(DEVICE), 3, mask_type),
+                        torch._masked_softmax(x, m, 3, mask_type), equal_nan=True)
