@@ -69,14 +69,14 @@ bench: build
 # compat/error_inputs.json (arguments that must raise). COMPAT_ARGS=--quick runs the CI-sized
 # subset; COMPAT_ARGS="--tiers clean" the clean samples alone.
 compat-ops: build
-	$(PY) -m torch_pjrt.compat ops $(COMPAT_ARGS)
+	$(PY) tools/compat.py ops $(COMPAT_ARGS)
 
 # PyTorch's ModuleInfo database: every nn.Module class it describes, built on CPU, deep-copied to
 # tpu, forward and backward compared; writes compat/modules.json and COMPAT.md's Modules section
 # (some 30-40 minutes on two cores; --modules nn.LSTM,... for a few).
 COMPAT_MODULES_ARGS ?= --jobs 1
 compat-modules: build
-	$(PY) -m torch_pjrt.compat modules $(COMPAT_MODULES_ARGS)
+	$(PY) tools/compat.py modules $(COMPAT_MODULES_ARGS)
 
 # The model harness: every Transformers architecture (tiny configs), torchvision's and timm's
 # classification models, CPU vs tpu; writes compat/models.json and COMPAT.md's Models section.
@@ -84,7 +84,7 @@ compat-modules: build
 # --time-limit S and --resume, or COMPAT_MODELS_ARGS="--limit 5" for a short run.
 COMPAT_MODELS_ARGS ?= --jobs 2 --shuffle --limit timm=25,*=1000
 compat-models: build
-	$(PY) -m torch_pjrt.compat models $(COMPAT_MODELS_ARGS)
+	$(PY) tools/compat.py models $(COMPAT_MODELS_ARGS)
 
 clean:
 	rm -rf build python/torch_pjrt/_C*.so
@@ -117,10 +117,10 @@ build/asan/%: tests/c/%.c $(CORE_LIB_ASAN) | setup
 test-asan: $(C_TESTS_ASAN)
 	@set -e; for t in $(C_TESTS_ASAN); do echo "== $$t"; $(ASAN_ENV) TP_TEST_PLUGIN=$(PLUGIN_INC)/xla_cpu_pjrt.so $$t; done
 
-# ---- Differential fuzzer: random ATen programs, CPU vs tpu (python/torch_pjrt/fuzz.py). ---------
+# ---- Differential fuzzer: random ATen programs, CPU vs tpu (tools/fuzz.py). --------------------
 # Findings (minimised standalone reproducers + summary-seed<S>.json) go to fuzz-findings/.
 FUZZ_SEED ?= 0
 FUZZ_PROGRAMS ?= 300
 FUZZ_TIME ?= 120
 fuzz: build
-	$(PY) -m torch_pjrt.fuzz --seed $(FUZZ_SEED) --programs $(FUZZ_PROGRAMS) --time-limit $(FUZZ_TIME) --out fuzz-findings
+	$(PY) tools/fuzz.py --seed $(FUZZ_SEED) --programs $(FUZZ_PROGRAMS) --time-limit $(FUZZ_TIME) --out fuzz-findings

@@ -15,8 +15,8 @@ import warnings
 def _autoload():
     """Entry point PyTorch calls at `import torch` (group `torch.backends`); importing did it all.
 
-    Defined before `import torch`: when this package is imported first (`import torch_pjrt`,
-    `python -m torch_pjrt.compat`), torch's autoload imports it again while it is still partially
+    Defined before `import torch`: when this package is imported first (`import torch_pjrt`
+    before any `import torch`), torch's autoload imports it again while it is still partially
     initialized, and finds this function already there."""
 
 
@@ -125,7 +125,7 @@ def native_ops():
 
 def host_read_ops():
     """ATen ops whose PyTorch kernel would read tpu memory on the host (and crash): they run
-    through the CPU fallback instead (found by `python -m torch_pjrt.compat_host`)."""
+    through the CPU fallback instead (found by the host-read sweep, tools/compat_host.py)."""
     from . import _C
     return list(_C.cpu_routed_ops())
 

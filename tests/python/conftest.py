@@ -1,6 +1,12 @@
 """Fixtures for the torch_pjrt ("tpu" device) test suite; helpers live in tpu_helpers.py."""
 import os
+import sys
 import warnings
+
+# The developer tools (tools/: the sweeps, the model harness, the fuzzer) are not installed; their
+# tests import them as the tools import each other, as sibling modules.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_ROOT, "tools"))
 
 # The suite sets its own fallback policy: strict mode and silenced fallback warnings from the
 # caller's environment would turn the fallback tests upside down. (Read at `import torch`.)

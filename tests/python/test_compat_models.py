@@ -1,4 +1,4 @@
-"""The model harness's own rules (torch_pjrt.compat_models): tiny configs, the CPU-vs-tpu check
+"""The model harness's own rules (tools/compat_models.py): tiny configs, the CPU-vs-tpu check
 of one model, and a COMPAT.md that keeps both the op sweep's and the harness's results."""
 import copy
 import json
@@ -6,7 +6,8 @@ import json
 import pytest
 import torch
 
-from torch_pjrt import compat, compat_models
+import compat
+import compat_models
 
 
 def test_shrink_config_makes_tiny_models():
@@ -38,7 +39,7 @@ def test_cpu_failure_is_cpu_invalid_not_fail():
 
 
 def test_compat_md_keeps_ops_and_models_sections(tmp_path):
-    ops = dict(command="python -m torch_pjrt.compat ops --quick", torch="x", platform="cpu",
+    ops = dict(command="python tools/compat.py ops --quick", torch="x", platform="cpu",
                dtypes=["float32"], samples=1, native_ops=["add.Tensor"], date="today",
                cases=[dict(op="add", variant="function", dtype="float32", sample=0, status="native",
                            reason="", fallbacks=[])])
@@ -47,7 +48,7 @@ def test_compat_md_keeps_ops_and_models_sections(tmp_path):
                dict(suite="torchvision", name="b", status="fallback", reason="", fallbacks=["op_x"]),
                dict(suite="torchvision", name="c", status="fail", reason="RuntimeError: boom 12"),
                dict(suite="torchvision", name="d", status="cpu-invalid", reason="bad config")]
-    doc = dict(command="python -m torch_pjrt.compat models", torch="x", versions={}, date="today",
+    doc = dict(command="python tools/compat.py models", torch="x", versions={}, date="today",
                seconds=1, models=records)
     compat_models.write(doc, str(tmp_path))
     md = tmp_path / "COMPAT.md"

@@ -1,4 +1,4 @@
-"""The OpInfo sweep's own rules (torch_pjrt.compat): where each side's inputs live, so a case
+"""The OpInfo sweep's own rules (tools/compat.py): where each side's inputs live, so a case
 compares what PyTorch would compare when it tests a CUDA device; the nonfinite and error-input
 tiers and the ModuleInfo sweep (compat_modules), each on a case that must pass and one that must
 be recorded as a failure."""
@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from torch_pjrt import compat
+import compat
 from tpu_helpers import DEVICE
 
 pytest.importorskip("expecttest")  # PyTorch's OpInfo database needs it
@@ -171,12 +171,12 @@ def test_error_inputs_keep_aliasing_on_the_device():
 # ----------------------------------------------------------------------------- modules
 
 def _module_info(name):
-    from torch_pjrt import compat_modules
+    import compat_modules
     return next(m for m in compat_modules.load_module_db() if m.name == name)
 
 
 def test_module_cases_pass_on_a_linear_and_record_a_mismatch():
-    from torch_pjrt import compat_modules
+    import compat_modules
     from torch.testing._internal.common_modules import ModuleInfo, module_inputs_torch_nn_Linear
     job = dict(dtypes=["float32"], samples=2)
     good = list(compat_modules.module_cases(_module_info("nn.Linear"), "nn.Linear", job, lambda cid: True))
@@ -195,7 +195,7 @@ def test_module_cases_pass_on_a_linear_and_record_a_mismatch():
 
 
 def test_module_modes_follow_train_and_eval_differ():
-    from torch_pjrt import compat_modules
+    import compat_modules
     assert compat_modules.modes(_module_info("nn.BatchNorm1d")) == ("train", "eval")
     assert compat_modules.modes(_module_info("nn.Linear")) == ("train",)
     assert compat_modules.spread(32, 8) == [0, 4, 9, 13, 18, 22, 27, 31]
@@ -210,7 +210,7 @@ def test_module_sweep_runs_in_child_processes():
 
 
 def test_reports_keep_the_clean_section_and_add_the_tiers(tmp_path):
-    from torch_pjrt import compat_modules
+    import compat_modules
     meta = dict(command="c", torch="t", platform="cpu", dtypes=["float32"], samples=1, native_ops=["abs"],
                 date="d")
     clean = [dict(op="abs", variant="function", dtype="float32", sample=0, status="native", reason="", fallbacks=[])]

@@ -1,16 +1,16 @@
-"""Differential fuzzing of the tpu device against PyTorch's CPU backend (torch_pjrt.fuzz).
+"""Differential fuzzing of the tpu device against PyTorch's CPU backend (tools/fuzz.py).
 
 test_fuzz_short_pass runs a short seeded pass (random ATen programs, each run on CPU and on tpu
 in a child process, every tensor compared) and fails on any crash, hang or mismatch that is not
 one of the known backend bugs below. Each known bug is pinned by a strict xfail test holding its
 minimised reproducer: once a bug is fixed its test XPASSes (and fails), so its entry here goes.
-Longer passes: `make fuzz` or `python -m torch_pjrt.fuzz --seed S --programs N --time-limit SEC`.
+Longer passes: `make fuzz` or `python tools/fuzz.py --seed S --programs N --time-limit SEC`.
 """
 import re
 
 import pytest
 
-from torch_pjrt import fuzz
+import fuzz
 
 
 class Bug:

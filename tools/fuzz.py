@@ -1,6 +1,6 @@
 """Differential fuzzer: random short ATen programs run on PyTorch's CPU backend and on "tpu".
 
-    python -m torch_pjrt.fuzz --seed S --programs N --time-limit SEC [--out DIR]
+    python tools/fuzz.py --seed S --programs N --time-limit SEC [--out DIR]
 
 A program is a list of Python statements over tensors named v0, v1, ... (inputs made by a
 deterministic `make(shape, dtype, seed)`, then 3-8 ATen calls: elementwise unary/binary ops with
@@ -242,7 +242,7 @@ def run_program(steps, check="each", on_step=None):
 '''
 
 _harness = {}
-exec(compile(HARNESS_SRC, "<torch_pjrt.fuzz harness>", "exec"), _harness)
+exec(compile(HARNESS_SRC, "<tools/fuzz.py harness>", "exec"), _harness)
 make = _harness["make"]
 run_program = _harness["run_program"]
 written_names = _harness["written_names"]
@@ -778,6 +778,8 @@ def make_code(name, shape, dtype, seed, special=False):
 
 def generate(seed, index):
     """Program |index| of |seed|: {"steps": [...], "check": "each" | "final"}."""
+    # The seed string still names the package module this was: kept, so program i of seed S is
+    # the program that earlier findings and tests name.
     rng = random.Random(f"torch_pjrt.fuzz/{seed}/{index}")
     g = _Gen(rng)
     for _ in range(rng.randint(1, 3)):
@@ -857,7 +859,7 @@ class Worker:
             self.buf = b""
             with open(self.log_path, "ab") as log:  # O_APPEND: the child never overwrites
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "torch_pjrt.fuzz", "--worker"],
+                    [sys.executable, os.path.abspath(__file__), "--worker"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=self._env())
             line = self._readline(self.start_timeout)
             if line is not None:
@@ -1246,7 +1248,7 @@ def run_fuzz(seed=0, programs=300, time_limit=120.0, out_dir="fuzz-findings", ti
             label = step_label(prog["steps"][k]) if k is not None else r["status"]
             name = f"{r['status']}-{r.get('kind', r['status'])}-{label}-s{seed}-p{f['index']}.py"
             path = os.path.join(out_dir, re.sub(r"[^\w.-]", "_", name))
-            header = (f"Found by: python -m torch_pjrt.fuzz --seed {seed} --only {f['index']}"
+            header = (f"Found by: python tools/fuzz.py --seed {seed} --only {f['index']}"
                       + ("" if f.get("reproduces_alone", True) else
                          "\n(did NOT reproduce in a fresh process: depends on earlier programs)"))
             text = repro_text(prog, r, header)
@@ -1277,7 +1279,7 @@ def run_fuzz(seed=0, programs=300, time_limit=120.0, out_dir="fuzz-findings", ti
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m torch_pjrt.fuzz", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python tools/fuzz.py", description=__doc__.split("\n")[0])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--programs", type=int, default=300)
     p.add_argument("--time-limit", type=float, default=120.0,

@@ -1,6 +1,6 @@
 """Host-read sweep: every registered ATen op called on tpu inputs, looking for kernels that crash.
 
-    python -m torch_pjrt.compat_host [--ops NAME,...] [--jobs N] [--timeout S] [--out DIR] [--md PATH]
+    python tools/compat_host.py [--ops NAME,...] [--jobs N] [--timeout S] [--out DIR] [--md PATH]
 
 A tpu tensor's data pointer is a never-mapped address (by design: a stray host read fails loudly),
 so an ATen kernel that reads tensor memory on the host while running for a tpu tensor kills the
@@ -22,7 +22,8 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TOOLS)
 # Ops whose call would stall or tear down the process on any device, not read device memory.
 SKIP = {
     "aten::_sleep",           # sleeps
@@ -214,7 +215,7 @@ def _read_lines(stream, lines):
 def _run_child(ops, timeout, on_record, blind=False):
     """One child over |ops|; returns None when it finished them all, else (index of the op it
     was on, the device of the call that stopped it, why: "crash (signal N)" or "timeout")."""
-    child = subprocess.Popen([sys.executable, "-m", "torch_pjrt.compat_host", "worker"],
+    child = subprocess.Popen([sys.executable, os.path.join(TOOLS, "compat_host.py"), "worker"],
                              env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1"), text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     child.stdin.write(json.dumps({"ops": ops, "blind": blind}))
@@ -314,7 +315,7 @@ def render(doc):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m torch_pjrt.compat_host", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools/compat_host.py", description=__doc__.split("\n")[0])
     parser.add_argument("cmd", nargs="?", default="sweep", choices=["sweep", "worker"])
     parser.add_argument("--ops", help="comma-separated aten::name.overload (default: all)")
     parser.add_argument("--jobs", type=int, default=1)
@@ -330,7 +331,7 @@ def main(argv=None):
     ops = args.ops.split(",") if args.ops else [n for n in all_ops() if n not in SKIP]
     started = time.time()
     recs = sweep(ops, args.jobs, args.timeout)
-    doc = {"command": "python -m torch_pjrt.compat_host " + " ".join(sys.argv[1:] if argv is None else argv),
+    doc = {"command": "python tools/compat_host.py " + " ".join(sys.argv[1:] if argv is None else argv),
            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
            "seconds": round(time.time() - started),
            "routed": getattr(torch_pjrt, "host_read_ops", list)(), "ops": recs}
@@ -340,7 +341,7 @@ def main(argv=None):
         f.write(json.dumps({k: v for k, v in doc.items() if k != "ops"})[:-1] + ', "ops": [\n'
                 + ",\n".join(json.dumps(r) for r in recs) + "\n]}\n")
     if args.md:
-        from torch_pjrt.compat import write_markdown
+        from compat import write_markdown
         write_markdown(args.out, args.md)
     bad = [r for r in recs if r["status"] == "crash"]
     print(f"{len(recs)} ops in {doc['seconds']} s; {len(bad)} crashed on tpu only; wrote {path}", file=sys.stderr)

@@ -1,11 +1,11 @@
 """Op compatibility sweep: PyTorch's OpInfo database run on the "tpu" device against the CPU oracle.
 
-    python -m torch_pjrt.compat ops [--quick] [--shard i/n] [--ops NAME,...] [--dtypes float32,...]
-                                    [--tiers clean,nonfinite,error_inputs] [--samples N]
-                                    [--timeout S] [--jobs N] [--update] [--out DIR] [--md PATH]
-    python -m torch_pjrt.compat merge [--out DIR] [--md PATH]
-    python -m torch_pjrt.compat modules ...  (ModuleInfo sweep: see compat_modules.py)
-    python -m torch_pjrt.compat models ...   (the model harness: see compat_models.py)
+    python tools/compat.py ops [--quick] [--shard i/n] [--ops NAME,...] [--dtypes float32,...]
+                               [--tiers clean,nonfinite,error_inputs] [--samples N]
+                               [--timeout S] [--jobs N] [--update] [--out DIR] [--md PATH]
+    python tools/compat.py merge [--out DIR] [--md PATH]
+    python tools/compat.py modules ...  (ModuleInfo sweep: see compat_modules.py)
+    python tools/compat.py models ...   (the model harness: see compat_models.py)
 
 For every OpInfo, every dtype it supports on CPU and each of its first sample inputs, a case is one
 variant of the call: `function`, `noncontiguous` (the same inputs as strided views), `inplace`,
@@ -86,7 +86,8 @@ QUICK_OPS = [
 DEFAULT_SAMPLES, QUICK_SAMPLES = 8, 2
 MAX_CRASHES_PER_OP = 3
 SHAPES_ONLY = "shapes and dtypes only: the output is random or uninitialized"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(TOOLS)
 
 
 # ----------------------------------------------------------------------------- the OpInfo side
@@ -667,7 +668,7 @@ def error_cases(op, name, job, begin):
 def tier_entries(tier):
     """{name: entry} and the case generator for `tier`."""
     if tier == "modules":
-        from torch_pjrt import compat_modules
+        import compat_modules
         return {info.name: info for info in compat_modules.load_module_db()}, compat_modules.module_cases
     cases = {"clean": clean_cases, "nonfinite": nonfinite_cases, "error_inputs": error_cases}[tier]
     return {op_name(op): op for op in load_op_db()}, cases
@@ -719,7 +720,7 @@ def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op
     """One child process over the `remaining` op names (removed as they finish). Returns None when
     it got through them all, else (id of the case it was running or None, "crash ..."/"timeout",
     whether the case's CPU side had completed)."""
-    child = subprocess.Popen([sys.executable, "-m", "torch_pjrt.compat", "worker"],
+    child = subprocess.Popen([sys.executable, os.path.join(TOOLS, "compat.py"), "worker"],
                              env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1"), text=True,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     child.stdin.write(json.dumps(dict(tier=tier, ops=remaining, dtypes=dtypes, samples=samples, skip=skip)))
@@ -740,7 +741,7 @@ def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op
                 return None
             if not ready:
                 raise RuntimeError(f"the compat worker exited ({code}) before it was ready; "
-                                   "run `python -m torch_pjrt.compat worker` to see why")
+                                   "run `python tools/compat.py worker` to see why")
             return current, (f"crash (signal {-code})" if code < 0 else f"crash (exit {code})"), on_cpu
         msg = json.loads(line) if line.startswith("{") else {}
         wait = timeout
@@ -1015,9 +1016,9 @@ def write_report(meta, records, out_dir, md_path, tier="clean"):
 def write_markdown(out_dir, md_path):
     """COMPAT.md from whichever of out_dir's ops.json, nonfinite.json, error_inputs.json,
     modules.json, host_reads.json and models.json exist, in that order."""
-    from torch_pjrt.compat_host import render as render_host_reads
-    from torch_pjrt.compat_models import render_models
-    from torch_pjrt.compat_modules import render_modules
+    from compat_host import render as render_host_reads
+    from compat_models import render_models
+    from compat_modules import render_modules
     parts = []
     for tier in TIERS + ("modules", "host_reads", "models"):
         name = tier if tier in ("models", "host_reads") else TIER_FILES[tier]
@@ -1089,7 +1090,7 @@ def updates_text(doc):
 # ----------------------------------------------------------------------------- command line
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m torch_pjrt.compat", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python tools/compat.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     ops_p = sub.add_parser("ops", help="sweep the OpInfo database")
     ops_p.add_argument("--quick", action="store_true", help=f"{len(QUICK_OPS)} common ops, {QUICK_SAMPLES} samples")
@@ -1137,10 +1138,10 @@ def main(argv=None):
     if args.cmd == "merge":
         return merge(args.out, args.md)
     if args.cmd in ("models", "models-worker"):
-        from torch_pjrt import compat_models
+        import compat_models
         if args.cmd == "models-worker":
             return compat_models.worker()
-        command = "python -m torch_pjrt.compat " + " ".join(sys.argv[1:] if argv is None else argv)
+        command = "python tools/compat.py " + " ".join(sys.argv[1:] if argv is None else argv)
         only = set(args.only.split(",")) if args.only else None
         limit = None
         if args.limit:
@@ -1160,9 +1161,9 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown dtypes {sorted(unknown)}")
     i, n = (int(v) for v in args.shard.split("/"))
-    command = "python -m torch_pjrt.compat " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python tools/compat.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.cmd == "modules":
-        from torch_pjrt import compat_modules
+        import compat_modules
         names = args.modules.split(",") if args.modules else None
         entries = compat_modules.select_modules(compat_modules.load_module_db(), names, (i, n))
         if names and not entries:
@@ -1195,7 +1196,7 @@ def main(argv=None):
         elif n > 1:
             path = tier_path(args.out, tier, (i, n))
             write_json(path, dict(meta, tier=tier), records)
-            print(f"wrote {path}; combine the shards with `python -m torch_pjrt.compat merge`", file=sys.stderr)
+            print(f"wrote {path}; combine the shards with `python tools/compat.py merge`", file=sys.stderr)
         else:
             write_report(meta, records, args.out, args.md, tier)
 

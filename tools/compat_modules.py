@@ -1,8 +1,8 @@
 """Module compatibility sweep: PyTorch's ModuleInfo database (nn.Module classes) on "tpu" against CPU.
 
-    python -m torch_pjrt.compat modules [--modules NAME,...] [--dtypes float32,...] [--samples N]
-                                        [--shard i/n] [--timeout S] [--jobs N] [--update]
-                                        [--out DIR] [--md PATH]
+    python tools/compat.py modules [--modules NAME,...] [--dtypes float32,...] [--samples N]
+                                   [--shard i/n] [--timeout S] [--jobs N] [--update]
+                                   [--out DIR] [--md PATH]
 
 The op sweep (compat.py) calls functions; users build modules, and a module's forward strings ops
 together in ways no single OpInfo sample does (nn.LSTM's flattened weights, nn.MultiheadAttention's
@@ -35,7 +35,7 @@ import zlib
 
 import torch
 
-from torch_pjrt import compat
+import compat
 
 
 def load_module_db():

@@ -1,9 +1,9 @@
 """Blind model harness: models nobody wrote for this project, on CPU and on "tpu" from the same weights.
 
-    python -m torch_pjrt.compat models [--suites transformers,torchvision,timm] [--only NAME,...]
-                                       [--limit N] [--jobs N] [--timeout S] [--no-compile]
-                                       [--shuffle] [--time-limit S] [--resume]
-                                       [--out DIR] [--md PATH]
+    python tools/compat.py models [--suites transformers,torchvision,timm] [--only NAME,...]
+                                  [--limit N] [--jobs N] [--timeout S] [--no-compile]
+                                  [--shuffle] [--time-limit S] [--resume]
+                                  [--out DIR] [--md PATH]
 
 Suites, enumerated at run time from the installed packages:
 - transformers: every model type of its config registry that has a base model class. The
@@ -651,7 +651,7 @@ def _drive(todo, timeout, on_record, deadline=None, compiled=True):
     dies or times out in its compiled part keeps its eager result, the compiled entry failed."""
     todo = list(todo)
     while todo and not (deadline and time.time() > deadline):
-        child = subprocess.Popen([sys.executable, "-m", "torch_pjrt.compat", "models-worker"],
+        child = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat.py"), "models-worker"],
                                  env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1", HF_HUB_OFFLINE="1"),
                                  text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
