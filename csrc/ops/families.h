@@ -122,6 +122,9 @@ typedef enum {
   TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
 } tp_random_t;
 
+/* Results of a data-dependent size (compact.c). */
+typedef enum { TP_CP_NONZERO, TP_CP_MASKED_SELECT, TP_CP_NONZERO_STATIC } tp_compact_t;
+
 #define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \
                      int *n_out);
@@ -200,6 +203,24 @@ TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 /* rnn.c */
 TP_DECLARE_OP(tp_infer_rnn, tp_emit_rnn)
+/* compact.c */
+TP_DECLARE_OP(tp_infer_compact, tp_emit_compact)
+/* The count protocol (op.h) for a call whose result has at most |bound| rows, given its count
+ * argument |count| (NULL when the caller appended none: UNIMPLEMENTED). Either asks for the count
+ * pass (|exact|: for exactly n rows; fills out[0], *n_out = 1, *out_rows = -1) or yields the
+ * rows the outputs get. */
+tp_status_t *tp_infer_count(const tp_op_def_t *op, tp_op_arg_t *count, int64_t bound, bool exact,
+                            tp_meta_t *out, int *n_out, int64_t *out_rows);
+/* Whether |count| (the count argument, or NULL) asks for the count pass. */
+bool tp_count_pass(const tp_op_arg_t *count);
+/* The count pass's value: how many elements of |pred| (bool, any shape) are true, as 0-d i64. */
+tp_hlo_value_t tp_emit_count_true(tp_hlo_builder_t *b, tp_hlo_value_t pred);
+/* The row-major positions of the true elements of |pred| (bool, any shape) as [count] i64,
+ * ascending; past the true elements, the positions are numel(pred) (past the end). */
+tp_hlo_value_t tp_emit_true_positions(tp_hlo_builder_t *b, tp_hlo_value_t pred, int64_t count);
+/* Coordinate |d| of the flat row-major positions |pos| (i64, any shape) in a shape of |sizes|. */
+tp_hlo_value_t tp_emit_unravel(tp_hlo_builder_t *b, tp_hlo_value_t pos, const int64_t *sizes, int d,
+                               int ndim);
 /* Shared by the families. */
 int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
 /* Writes |v| as PyTorch prints an int list ("[1, 2, 3]") into |buf| of |n| bytes (elementwise.c). */

@@ -1,8 +1,9 @@
 /* Indexing and shape family: index_select, gather, scatter/scatter_add, index_add, masked_fill,
  * flip, cat, roll, tril/triu, constant_pad_nd, arange, embedding's dense backward, and advanced
- * indexing with integer index tensors (index.Tensor; boolean masks fall back: their result shape
- * depends on the data). Gathers and scatters address the input
- * flattened to 1-D with computed linear indices, so every layout takes the same path. */
+ * indexing with integer index tensors and boolean masks (index.Tensor, whose result size a mask
+ * makes depend on the values: a count pass first, op.h; index_put's masks fall back). Gathers and
+ * scatters address the input flattened to 1-D with computed linear indices, so every layout takes
+ * the same path. */
 #include <math.h>
 #include <string.h>
 
@@ -71,64 +72,114 @@ static int list_count(const tp_op_arg_t *args, int n_args, int at) {
 static bool cat_skipped(const tp_op_arg_t *a) { return a->meta.ndim == 1 && a->meta.sizes[0] == 0; }
 
 /* Advanced indexing, index.Tensor(self, indices) and index_put: args are (self, n, index_0 ..
- * index_{n-1}, ...), each index an integer tensor or None. The indexed positions form a shape:
- * the index tensors broadcast together, placed where the first of them stands if they are
- * adjacent, in front otherwise, among the remaining dims. */
+ * index_{n-1}, ...), each index an integer tensor, a boolean mask or None. An integer index
+ * indexes one dim; a mask as many as it has, with the coordinates of its true elements (as many
+ * rows as it has true elements: index.Tensor's count argument, op.h). The indexed positions form
+ * a shape: the index tensors broadcast together, placed where the first of them stands if they
+ * are adjacent, in front otherwise, among the remaining dims. */
 typedef struct {
-  int n, first, at, n_idx, nb;
+  int n, at, nb, covered;
+  int index_of[TP_MAX_DIMS]; /* per dim of self: the argument indexing it, or -1 */
+  int mask_dim[TP_MAX_DIMS]; /* per dim of self a mask indexes: the mask's dim, else -1 */
+  int mask;                  /* the argument that is a boolean mask, or -1 */
+  int others;                /* index tensors besides the mask */
 } index_layout_t;
 
-static tp_status_t *index_layout(const tp_op_arg_t *args, int n_args, index_layout_t *l,
-                                 tp_meta_t *bshape) {
+/* |rows|: the mask's true elements, or -1 while unknown (its index shape then broadcasts as 1). */
+static tp_status_t *index_layout(const tp_op_arg_t *args, int n_args, int64_t rows,
+                                 index_layout_t *l, tp_meta_t *bshape) {
   memset(l, 0, sizeof(*l));
   l->n = list_count(args, n_args, 1);
-  l->first = -1;
-  if (args[0].kind != TP_ARG_TENSOR || l->n < 0 || l->n > args[0].meta.ndim || n_args < l->n + 2)
-    return tp_make_status(TP_UNIMPLEMENTED, "index: too many indices");
-  int last = -1;
+  l->mask = -1;
+  if (args[0].kind != TP_ARG_TENSOR || l->n < 0 || n_args < l->n + 2)
+    return tp_make_status(TP_UNIMPLEMENTED, "index: unexpected arguments");
+  const tp_meta_t *x = &args[0].meta;
+  for (int d = 0; d < TP_MAX_DIMS; d++) l->index_of[d] = l->mask_dim[d] = -1;
+  int d = 0, first = -1, last = -1;
   bool adjacent = true;
   memset(bshape, 0, sizeof(*bshape));
   for (int k = 0; k < l->n; k++) {
     const tp_op_arg_t *a = &args[2 + k];
-    if (a->kind == TP_ARG_NONE) continue;
-    if (!tp_dtype_is_int(a->meta.dtype)) return tp_make_status(TP_UNIMPLEMENTED, "index with a mask");
-    if (l->first >= 0 && last != k - 1) adjacent = false;
-    if (l->first < 0) {
-      l->first = k;
-      *bshape = a->meta;
-    } else {
-      TP_RETURN_IF_ERROR(tp_broadcast_shapes(bshape, &a->meta, bshape));
+    bool mask = a->kind != TP_ARG_NONE && a->meta.dtype == TP_DTYPE_BOOL;
+    /* A uint8 index is a mask PyTorch deprecates (with a warning): CPU serves it. */
+    if (a->kind != TP_ARG_NONE && !mask &&
+        (!tp_dtype_is_int(a->meta.dtype) || a->meta.dtype == TP_DTYPE_U8))
+      return tp_make_status(TP_UNIMPLEMENTED, "index with a %s tensor", tp_dtype_name(a->meta.dtype));
+    int span = mask ? a->meta.ndim : 1;
+    if (d + span > x->ndim)
+      return tp_make_status(TP_OUT_OF_RANGE, "too many indices for tensor of dimension %d", x->ndim);
+    if (a->kind == TP_ARG_NONE) {
+      d++;
+      continue;
     }
-    last = k;
-    l->n_idx++;
+    tp_meta_t ishape = a->meta;
+    if (mask) {
+      if (l->mask >= 0 || span == 0)
+        return tp_make_status(TP_UNIMPLEMENTED, "index with two masks or a 0-d mask");
+      for (int j = 0; j < span; j++)
+        if (a->meta.sizes[j] != x->sizes[d + j]) {
+          char ms[256], xs[256];
+          tp_format_ints(ms, sizeof(ms), a->meta.sizes, a->meta.ndim);
+          tp_format_ints(xs, sizeof(xs), x->sizes, x->ndim);
+          return tp_make_status(TP_OUT_OF_RANGE,
+                                "The shape of the mask %s at index %d does not match the shape of "
+                                "the indexed tensor %s at index %d", ms, j, xs, d + j);
+        }
+      l->mask = 2 + k;
+      ishape = (tp_meta_t){.dtype = TP_DTYPE_I64, .ndim = 1, .sizes = {rows < 0 ? 1 : rows}};
+      for (int j = 0; j < span; j++) l->mask_dim[d + j] = j;
+    } else {
+      l->others++;
+    }
+    for (int j = 0; j < span; j++) l->index_of[d + j] = 2 + k;
+    if (first >= 0 && last != d - 1) adjacent = false;
+    if (first < 0) {
+      first = d;
+      *bshape = ishape;
+    } else {
+      TP_RETURN_IF_ERROR(tp_broadcast_shapes(bshape, &ishape, bshape));
+    }
+    last = d + span - 1;
+    l->covered += span;
+    d += span;
   }
-  if (l->first < 0) return tp_make_status(TP_UNIMPLEMENTED, "index without index tensors");
-  l->at = adjacent ? l->first : 0;
+  if (first < 0) return tp_make_status(TP_UNIMPLEMENTED, "index without index tensors");
+  l->at = adjacent ? first : 0;
   l->nb = bshape->ndim;
   return NULL;
 }
 
-static tp_status_t *index_positions_shape(const tp_op_arg_t *args, int n_args, tp_meta_t *pos) {
+static tp_status_t *index_positions_shape(const tp_op_arg_t *args, int n_args, int64_t rows,
+                                          tp_meta_t *pos) {
   index_layout_t l;
   tp_meta_t bshape;
-  TP_RETURN_IF_ERROR(index_layout(args, n_args, &l, &bshape));
+  TP_RETURN_IF_ERROR(index_layout(args, n_args, rows, &l, &bshape));
+  if (l.mask >= 0 && rows < 0) /* index_put with a mask: its row count is not known */
+    return tp_make_status(TP_UNIMPLEMENTED, "index with a mask");
   const tp_meta_t *x = &args[0].meta;
   memset(pos, 0, sizeof(*pos));
   pos->dtype = x->dtype;
-  if (x->ndim - l.n_idx + l.nb > TP_MAX_DIMS) return tp_make_status(TP_UNIMPLEMENTED, "index: rank");
+  if (x->ndim - l.covered + l.nb > TP_MAX_DIMS) return tp_make_status(TP_UNIMPLEMENTED, "index: rank");
   for (int d = 0; d < l.at; d++) pos->sizes[pos->ndim++] = x->sizes[d];
   for (int d = 0; d < l.nb; d++) pos->sizes[pos->ndim++] = bshape.sizes[d];
   for (int d = l.at; d < x->ndim; d++)
-    if (!(d < l.n && args[2 + d].kind != TP_ARG_NONE)) pos->sizes[pos->ndim++] = x->sizes[d];
+    if (l.index_of[d] < 0) pos->sizes[pos->ndim++] = x->sizes[d];
   return NULL;
 }
 
-/* Linear indices into flattened self for every indexed position (shape |pos|). */
+/* index.Tensor's count argument: after the indices. */
+static tp_op_arg_t *index_count_arg(tp_op_arg_t *args, int n_args) {
+  int c = 2 + list_count(args, n_args, 1);
+  return c >= 2 && c < n_args && args[c].kind == TP_ARG_INT ? &args[c] : NULL;
+}
+
+/* Linear indices into flattened self for every indexed position (shape |pos|); |rows| as for
+ * index_layout. */
 static tp_hlo_value_t index_positions(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                                      const tp_hlo_value_t *in, const tp_meta_t *pos) {
+                                      const tp_hlo_value_t *in, const tp_meta_t *pos, int64_t rows) {
   index_layout_t l;
   tp_meta_t bshape;
-  tp_status_t *st = index_layout(args, n_args, &l, &bshape);
+  tp_status_t *st = index_layout(args, n_args, rows, &l, &bshape);
   if (st) {
     tp_hlo_fail(b, st);
     return tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
@@ -136,12 +187,18 @@ static tp_hlo_value_t index_positions(tp_hlo_builder_t *b, const tp_op_arg_t *ar
   const tp_meta_t *x = &args[0].meta;
   int64_t stv[TP_MAX_DIMS];
   strides_of(x, stv);
+  /* The mask's true elements (rows past them, padding, address its end: the caller drops them). */
+  tp_hlo_value_t mask_pos = {0};
+  if (l.mask >= 0) mask_pos = tp_emit_true_positions(b, in[l.mask], rows);
   tp_hlo_value_t lin = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), pos->ndim, pos->sizes);
   int od = 0; /* the next position dim for a dim that is not indexed */
   for (int d = 0; d < x->ndim; d++) {
     tp_hlo_value_t c;
-    if (d < l.n && args[2 + d].kind != TP_ARG_NONE) {
-      tp_hlo_value_t iv = tp_emit_checked_index(b, in[2 + d], x->sizes[d], true);
+    if (l.index_of[d] >= 0) {
+      const tp_op_arg_t *a = &args[l.index_of[d]];
+      tp_hlo_value_t iv = l.mask_dim[d] >= 0
+                              ? tp_emit_unravel(b, mask_pos, a->meta.sizes, l.mask_dim[d], a->meta.ndim)
+                              : tp_emit_checked_index(b, in[l.index_of[d]], x->sizes[d], true);
       int64_t bd[TP_MAX_DIMS];
       for (int i = 0; i < iv.ndim; i++) bd[i] = l.at + l.nb - iv.ndim + i;
       c = tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, bd);
@@ -223,11 +280,24 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
     }
     case TP_X_INDEX: case TP_X_INDEX_PUT: {
       tp_meta_t pos;
-      TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, &pos));
       if (op->code == TP_X_INDEX) {
+        /* A mask's rows are counted first (op.h); the result pads to their capacity where they
+         * are its leading dim and broadcast with no other index. */
+        index_layout_t l;
+        tp_meta_t bshape;
+        TP_RETURN_IF_ERROR(index_layout(args, n_args, -1, &l, &bshape));
+        int64_t rows = -1;
+        if (l.mask >= 0) {
+          TP_RETURN_IF_ERROR(tp_infer_count(op, index_count_arg(args, n_args),
+                                            tp_meta_numel(&args[l.mask].meta),
+                                            l.at != 0 || l.others > 0, out, n_out, &rows));
+          if (rows < 0) return NULL; /* the count pass */
+        }
+        TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, rows, &pos));
         out[0] = pos;
         return NULL;
       }
+      TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, -1, &pos));
       /* index_put(self, n, indices..., values, accumulate[, unsafe]) */
       int v = 2 + list_count(args, n_args, 1);
       if (v >= n_args || args[v].kind != TP_ARG_TENSOR)
@@ -417,13 +487,20 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       return;
     }
     case TP_X_INDEX: {
-      tp_hlo_value_t lin = index_positions(b, args, n_args, in, om);
+      tp_op_arg_t *count = index_count_arg((tp_op_arg_t *)args, n_args);
+      index_layout_t l;
+      tp_meta_t bshape;
+      if (!index_layout(args, n_args, -1, &l, &bshape) && l.mask >= 0 && tp_count_pass(count)) {
+        out[0] = tp_emit_count_true(b, in[l.mask]);
+        return;
+      }
+      tp_hlo_value_t lin = index_positions(b, args, n_args, in, om, l.mask >= 0 ? om->sizes[l.at + l.nb - 1] : -1);
       out[0] = tp_hlo_gather_1d(b, flat(b, tp_hlo_convert(b, in[0], om->dtype)), lin);
       return;
     }
     case TP_X_INDEX_PUT: {
       tp_meta_t pos;
-      tp_status_t *st = index_positions_shape(args, n_args, &pos);
+      tp_status_t *st = index_positions_shape(args, n_args, -1, &pos);
       if (st) {
         tp_hlo_fail(b, st);
         return;
@@ -431,7 +508,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       int v = 2 + list_count(args, n_args, 1);
       bool acc = v + 1 < n_args && args[v + 1].kind == TP_ARG_INT && args[v + 1].i;
       pos.dtype = om->dtype;
-      tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos);
+      tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos, -1);
       tp_hlo_value_t vals = tp_emit_cast_to(b, in[v], &pos);
       tp_hlo_value_t x = flat(b, tp_hlo_convert(b, in[0], om->dtype));
       tp_hlo_value_t r = acc ? tp_hlo_scatter_1d_op(b, x, lin, vals, om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD)

@@ -98,7 +98,24 @@ enum {
   TP_OPF_DISJOINT_ARGS = 1 << 13, /* the same for every later tensor argument (an index, a src) */
   TP_OPF_OUTS_DISJOINT = 1 << 14, /* its out= tensors share no memory with each other (aminmax:
                                     a ValueError) */
+  TP_OPF_COUNTED = 1 << 15,      /* a call's result size may depend on the values (nonzero): the
+                                    caller appends a count argument (TP_COUNT_UNKNOWN below) */
 };
+
+/* The count protocol of TP_OPF_COUNTED rows. The caller appends an INT argument, the count,
+ * first TP_COUNT_UNKNOWN. A call whose sizes are known ignores it. A call whose result's size
+ * depends on the values sets it to TP_COUNT_PASS (or TP_COUNT_PASS_EXACT) and infers (and emits)
+ * the count pass instead: one 0-d i64 output, the number n of the result's rows. The caller runs
+ * the pass, reads n (one device-to-host sync, as CUDA's nonzero makes), sets the argument and
+ * infers again. After TP_COUNT_PASS it may set tp_op_count_capacity(n): the outputs' leading size
+ * is then at most that and at least n, and their first n rows are the result (the caller drops
+ * the rest), so a shape compiles a few programs (one per power of two) rather than one per count.
+ * After TP_COUNT_PASS_EXACT (the rows are not the leading dim, or must broadcast with other
+ * sizes), or for outputs of a given size, it sets n itself. A whole graph appends no count: such
+ * calls are UNIMPLEMENTED there. */
+enum { TP_COUNT_UNKNOWN = -1, TP_COUNT_PASS = -2, TP_COUNT_PASS_EXACT = -3 };
+/* The capacity for a count of |count| rows: 0, or the next power of two (at most twice it). */
+int64_t tp_op_count_capacity(int64_t count);
 
 struct tp_op_def {
   const char *name;     /* ATen schema name "add.Tensor"; the functional form */

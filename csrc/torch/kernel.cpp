@@ -406,12 +406,14 @@ void chunk_long_lists(int op, torch::jit::Stack* stack, size_t n_args, size_t n_
 // The count protocol of a TP_OPF_COUNTED row (op.h), once infer has seen the count argument
 // (eargs[ne - 1]): when it asked for the count pass, runs that on |dev|, reads the count (the
 // call's one device-to-host sync) and infers the call again, for outputs of the count's capacity
-// (|exact|: of exactly the count, for out= tensors the caller gave). Returns the count, the rows
-// of the result, or -1 when the call's sizes did not depend on the values.
+// where infer allows (and not |exact|: out= tensors the caller gave get exactly the count).
+// Returns the rows the caller keeps of outputs padded to a capacity, else -1.
 int64_t count_pass(int op, tp_eager_arg_t* eargs, int ne, tp_meta_t* metas, int* n_out,
                    c10::Device dev, bool exact) {
   tp_op_arg_t& count = eargs[ne - 1].arg;
-  if (count.kind != TP_ARG_INT || count.i != TP_COUNT_PASS) return -1;
+  if (count.kind != TP_ARG_INT || (count.i != TP_COUNT_PASS && count.i != TP_COUNT_PASS_EXACT))
+    return -1;
+  exact = exact || count.i == TP_COUNT_PASS_EXACT;
   at::Tensor t;
   {
     c10::DeviceGuard guard(dev);
@@ -424,7 +426,7 @@ int64_t count_pass(int op, tp_eager_arg_t* eargs, int ne, tp_meta_t* metas, int*
   TORCH_CHECK(n >= 0, tp_op_table[op].name, ": bad count ", n);
   count.i = exact ? n : tp_op_count_capacity(n);
   check(tp_eager_infer(op, eargs, ne, metas, n_out));
-  return n;
+  return count.i == n ? -1 : n;
 }
 
 struct TableKernel final : c10::OperatorKernel {
@@ -543,7 +545,7 @@ struct TableKernel final : c10::OperatorKernel {
       views[k] = view_or_throw(outs[k], schema.name().c_str());
     }
     check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
-    if (rows >= 0 && variant_ == TP_VARIANT_FUNCTIONAL)  // the count's rows of the capacity's
+    if (rows >= 0)  // the count's rows of outputs padded to its capacity
       for (int k = 0; k < n_out; k++) outs[k] = outs[k].narrow(0, 0, rows);
     torch::jit::drop(*stack, n_args);
     // An op returning a bool (equal) computes it as a 0-d tensor; the caller gets its value.

@@ -1,5 +1,5 @@
-"""Ops without a native lowering (here nonzero and masked_select, whose output shapes depend on the
-data) run on CPU, visibly: counted, warned once, reported, and refused under strict mode."""
+"""Ops without a native lowering (here unique_consecutive and bincount, whose output shapes depend
+on the data) run on CPU, visibly: counted, warned once, reported, and refused under strict mode."""
 import json
 import subprocess
 import sys
@@ -12,12 +12,12 @@ import torch_pjrt
 from tpu_helpers import DEVICE, assert_same, child_env, fallbacks, make, run_python
 
 
-def nonzero(t):
-    return torch.nonzero(t)
+def unique_consecutive(t):
+    return torch.unique_consecutive(t)
 
 
-def masked_select(t):
-    return torch.masked_select(t, t > 0)
+def bincount(t):
+    return torch.bincount((t > 0).long())
 
 
 def named(key, op):
@@ -34,19 +34,19 @@ def test_unlowered_op_falls_back_with_cpu_result(fresh_stats):
     t = c.to(DEVICE)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        got = nonzero(t)
-        got2 = nonzero(t * 2)
+        got = unique_consecutive(t)
+        got2 = unique_consecutive(t * 2)
     # the result is a tpu tensor holding the CPU answer
-    assert_same(got, nonzero(c))
-    assert_same(got2, nonzero(c * 2))
+    assert_same(got, unique_consecutive(c))
+    assert_same(got2, unique_consecutive(c * 2))
     fb = fallbacks()
-    names = [k for k in fb if named(k, "nonzero")]
+    names = [k for k in fb if named(k, "unique_consecutive")]
     assert names, fb
     assert sum(fb[k] for k in names) == 2
     # keys are schema names without the "aten::" namespace
     assert all(not k.startswith("aten::") for k in fb), fb
     # warned once for the two calls
-    assert len(_fallback_warnings(rec, "nonzero")) == 1, [str(w.message) for w in rec]
+    assert len(_fallback_warnings(rec, "unique_consecutive")) == 1, [str(w.message) for w in rec]
 
 
 def test_sort_falls_back(fresh_stats, quiet_fallbacks):
@@ -63,13 +63,13 @@ def test_sort_falls_back(fresh_stats, quiet_fallbacks):
 def test_counts_accumulate_and_reset(fresh_stats, quiet_fallbacks):
     t = torch.ones(6, device=DEVICE)
     for _ in range(3):
-        nonzero(t)
+        unique_consecutive(t)
     fb = fallbacks()
-    key = next(k for k in fb if named(k, "nonzero"))
+    key = next(k for k in fb if named(k, "unique_consecutive"))
     assert fb[key] == 3
     torch_pjrt.reset_stats()
     assert fallbacks() == {}
-    nonzero(t)
+    unique_consecutive(t)
     assert fallbacks() == {key: 1}
 
 
@@ -78,24 +78,24 @@ def test_warning_is_issued_again_after_reset(fresh_stats):
     for _ in range(2):
         with warnings.catch_warnings(record=True) as rec:
             warnings.simplefilter("always")
-            nonzero(t)
-            nonzero(t)
-        assert len(_fallback_warnings(rec, "nonzero")) == 1
+            unique_consecutive(t)
+            unique_consecutive(t)
+        assert len(_fallback_warnings(rec, "unique_consecutive")) == 1
         torch_pjrt.reset_stats()
 
 
 def test_fallback_report_names_the_op(fresh_stats, quiet_fallbacks):
     assert "no op fell back" in torch_pjrt.fallback_report()
     t = torch.ones(4, device=DEVICE)
-    nonzero(t)
-    nonzero(t)
-    masked_select(t)
+    unique_consecutive(t)
+    unique_consecutive(t)
+    bincount(t)
     report = torch_pjrt.fallback_report()
     assert isinstance(report, str)
     lines = report.splitlines()
-    fb_line = next(l for l in lines if l.split() and named(l.split()[0], "nonzero"))
+    fb_line = next(l for l in lines if l.split() and named(l.split()[0], "unique_consecutive"))
     assert fb_line.split()[-1] == "2"
-    assert any(l.split() and named(l.split()[0], "masked_select") for l in lines)
+    assert any(l.split() and named(l.split()[0], "bincount") for l in lines)
     # most frequent first
     body = [l for l in lines[2:] if l.strip()]
     counts = [int(l.split()[-1]) for l in body]
@@ -106,18 +106,18 @@ def test_strict_raises_naming_the_op_then_recovers(fresh_stats, quiet_fallbacks)
     c = make((5,), torch.float32, seed=2)
     t = c.to(DEVICE)
     with torch_pjrt.strict():
-        with pytest.raises(RuntimeError, match="'nonzero") as ei:
-            nonzero(t)
+        with pytest.raises(RuntimeError, match="'unique_consecutive") as ei:
+            unique_consecutive(t)
         assert "strict" in str(ei.value)
-        with pytest.raises(RuntimeError, match="'masked_select"):
-            masked_select(t)
+        with pytest.raises(RuntimeError, match="'bincount"):
+            bincount(t)
         # native ops keep working inside the block
         assert_same(t * 2 + 1, c * 2 + 1)
     # nothing fell back (strict refused before running)
-    assert not any(k.split(".")[0] in ("nonzero", "masked_select") for k in fallbacks())
+    assert not any(k.split(".")[0] in ("unique_consecutive", "bincount") for k in fallbacks())
     # after the block the op works again
-    assert_same(nonzero(t), nonzero(c))
-    assert any(named(k, "nonzero") for k in fallbacks())
+    assert_same(unique_consecutive(t), unique_consecutive(c))
+    assert any(named(k, "unique_consecutive") for k in fallbacks())
 
 
 def test_strict_block_restores_state_after_exception(quiet_fallbacks):
@@ -125,13 +125,13 @@ def test_strict_block_restores_state_after_exception(quiet_fallbacks):
     with pytest.raises(KeyError):
         with torch_pjrt.strict():
             raise KeyError("boom")
-    assert nonzero(t).cpu().tolist() == nonzero(torch.ones(3)).tolist()
+    assert unique_consecutive(t).cpu().tolist() == unique_consecutive(torch.ones(3)).tolist()
     # nested: strict(False) inside strict() allows fallbacks, then strictness returns
     with torch_pjrt.strict():
         with torch_pjrt.strict(False):
-            assert nonzero(t).cpu().tolist() == nonzero(torch.ones(3)).tolist()
-        with pytest.raises(RuntimeError, match="nonzero"):
-            nonzero(t)
+            assert unique_consecutive(t).cpu().tolist() == unique_consecutive(torch.ones(3)).tolist()
+        with pytest.raises(RuntimeError, match="unique_consecutive"):
+            unique_consecutive(t)
 
 
 def test_strict_error_leaves_tensors_intact(quiet_fallbacks):
@@ -139,7 +139,7 @@ def test_strict_error_leaves_tensors_intact(quiet_fallbacks):
     t = c.to(DEVICE)
     with torch_pjrt.strict():
         with pytest.raises(RuntimeError):
-            nonzero(t)
+            unique_consecutive(t)
     assert_same(t, c)
 
 
@@ -149,18 +149,18 @@ def test_strict_env_var_in_subprocess():
         "x = torch.ones(4, device='tpu') * 2\n"
         "assert x.sum().item() == 8.0\n"
         "try:\n"
-        "    torch.nonzero(x)\n"
+        "    torch.unique_consecutive(x)\n"
         "except RuntimeError as e:\n"
         "    print('STRICT-RAISED', e)\n"
         "else:\n"
         "    print('NO-ERROR')\n"
         "with torch_pjrt.strict(False):\n"
-        "    print('RELAXED', torch.nonzero(x).cpu().tolist())\n"
+        "    print('RELAXED', torch.unique_consecutive(x).cpu().tolist())\n"
     )
     p = run_python(code, TORCH_PJRT_STRICT="1")
     assert p.returncode == 0, p.stderr
-    assert "STRICT-RAISED" in p.stdout and "nonzero" in p.stdout, p.stdout
-    assert "RELAXED [[0], [1], [2], [3]]" in p.stdout
+    assert "STRICT-RAISED" in p.stdout and "unique_consecutive" in p.stdout, p.stdout
+    assert "RELAXED [2.0]" in p.stdout
     # and without the variable the same script falls back silently-but-counted
     p2 = run_python(code, TORCH_PJRT_STRICT=None)
     assert p2.returncode == 0, p2.stderr
@@ -168,7 +168,7 @@ def test_strict_env_var_in_subprocess():
 
 
 def test_fallback_of_printing_a_tpu_tensor_works(quiet_fallbacks):
-    # repr uses many non-native ops (abs/max/ne/...): it must still print correct numbers
+    # repr (masked_select, abs, max, ne, ...): it must print correct numbers
     t = torch.tensor([1.5, -2.0, 3.25], device=DEVICE)
     s = repr(t)
     assert "1.5000" in s and "-2.0000" in s and "3.2500" in s and "tpu" in s
