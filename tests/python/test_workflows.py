@@ -481,17 +481,10 @@ def test_pinned_tensor_non_blocking_round_trip():
     torch.testing.assert_close(t.to("cpu", non_blocking=True), c, rtol=0, atol=0)
 
 
-_PIN_BUG = ("pinned memory is a silent no-op: the PrivateUse1 hooks return the plain CPU "
-            "allocator from getPinnedMemoryAllocator() and isPinnedPtr() is always false, so "
-            "Tensor.pin_memory() / DataLoader(pin_memory=True) give unpinned tensors")
-
-
-@pytest.mark.xfail(strict=True, reason=_PIN_BUG)
 def test_pin_memory_pins():
     assert make((64,), torch.float32, seed=5).pin_memory().is_pinned()
 
 
-@pytest.mark.xfail(strict=True, reason=_PIN_BUG)
 def test_dataloader_pin_memory_batches_are_pinned():
     dl = DataLoader(TensorDataset(*_data(n=8)), batch_size=4, pin_memory=True)
     assert all(xb.is_pinned() and yb.is_pinned() for xb, yb in dl)
