@@ -33,28 +33,6 @@ KNOWN = [
         lambda f: "clamp" in _stmt(f) and (
             (f["kind"] == "value" and "torch.uint8" in f["detail"])
             or (f["kind"] == "missing_error" and "outside the representable range" in f["detail"]))),
-    Bug("hypot_overflow",
-        "hypot is lowered as sqrt(x*x + y*y) without scaling: hypot(1e30, y) in float32 overflows "
-        "to inf (CPU: 1e30)",
-        ["v0 = make((4, 5), torch.bfloat16, 295012, special=True).to(dev)",
-         "v1 = make((), torch.float64, 601459).to(dev)",
-         "v2 = torch.hypot(v0, v1)"],
-        lambda f: f["kind"] == "value" and "hypot" in _stmt(f) and "inf vs" in f["detail"]),
-    Bug("floor_divide_of_inf",
-        "floor_divide / div(rounding_mode='floor') of +-inf by a finite number gives +-inf on "
-        "tpu (floor(a / b)); PyTorch's kernel (c10 div_floor_floating) gives nan",
-        ["v0 = make((1, 0, 0), torch.int32, 602694).to(dev)",
-         "v1 = torch.logsumexp(v0, dim=[1, 2], keepdim=False)",
-         "v2 = make((), torch.bfloat16, 670067).to(dev)",
-         "v3 = torch.floor_divide(v1, v2)"],
-        lambda f: f["kind"] == "value" and re.search(r"floor_divide|rounding_mode='floor'",
-                                                     _stmt(f)) and "inf vs CPU nan" in f["detail"]),
-    Bug("sign_of_nan",
-        "sign/sgn of NaN is NaN on tpu (XLA's sign); PyTorch's CPU kernel returns 0",
-        ["v0 = make((4, 3), torch.float32, 889094, special=True).to(dev)",
-         "v1 = torch.sign(v0)"],
-        lambda f: f["kind"] == "value" and re.search(r"torch\.(sign|sgn)\(", _stmt(f))
-        and "nan vs" in f["detail"]),
     Bug("fill_expanded_rejected",
         "zero_()/fill_() on an expanded (stride 0) tensor raises 'more than one element of the "
         "written-to tensor refers to a single memory location'; CPU allows it (every element "
@@ -81,14 +59,6 @@ KNOWN = [
             r"not implemented for 'Bool'|does not support bool|negative integer powers|"
             r"non-boolean outputs|Found dtype \w+ but expected|cannot be converted to type",
             f["detail"])),
-    Bug("out_resized_before_failing",
-        "an out= call that then fails (e.g. 'result type BFloat16 can't be cast to the desired "
-        "output type Int') has already resized the out= tensor on tpu; CPU checks first and "
-        "leaves it untouched",
-        ["v0 = make((1, 1), torch.bfloat16, 918469).to(dev)",
-         "v1 = make((), torch.int32, 270324).to(dev)",
-         "torch.reciprocal(v0, out=v1)"],
-        lambda f: f["kind"] == "state_after_error" and "out=" in _stmt(f)),
     Bug("out_into_view_of_input",
         "out= into a view of one of the inputs that must be resized raises ('output with shape "
         "[] doesn't match the broadcast shape', refusing to resize storage an input uses); CPU "
