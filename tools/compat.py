@@ -51,14 +51,15 @@ import glob
 import itertools
 import json
 import os
-import queue
-import subprocess
 import sys
 import threading
 import time
 import zlib
 
 import torch
+
+import _child
+from _child import ROOT
 
 DTYPES = ["float32", "bfloat16", "float16", "float64", "int64", "int32", "int8", "uint8", "bool"]
 VARIANTS = ["function", "noncontiguous", "inplace", "out", "backward"]
@@ -86,8 +87,6 @@ QUICK_OPS = [
 DEFAULT_SAMPLES, QUICK_SAMPLES = 8, 2
 MAX_CRASHES_PER_OP = 3
 SHAPES_ONLY = "shapes and dtypes only: the output is random or uninitialized"
-TOOLS = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(TOOLS)
 
 
 # ----------------------------------------------------------------------------- the OpInfo side
@@ -330,10 +329,7 @@ def compare(actual, expected, tol, values=True):
 def reason_of(exc):
     """First line of an exception, plus the mismatch count and greatest difference for
     assert_close failures."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
-    text += "".join(f"; {ln}" for ln in lines[1:] if ln.startswith(("Mismatched", "Greatest absolute")))
-    return f"{type(exc).__name__}: {text}"[:300]
+    return _child.reason_of(exc, 300, ("Mismatched", "Greatest absolute"))
 
 
 def cpu_done():
@@ -682,15 +678,11 @@ def worker():
     once its CPU side has run, {"record": ...} after it, {"done": op} after each op (or module).
     Anything else printed goes to stderr."""
     import warnings
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # stray prints (Python or C) must not corrupt the protocol
+    emit = _child.protocol()
     warnings.simplefilter("ignore")
     job = json.load(sys.stdin)
     skip = set(job["skip"])
     by_name, cases = tier_entries(job.get("tier", "clean"))
-
-    def emit(**msg):
-        proto.write(json.dumps(msg) + "\n")
 
     def begin(cid):
         if cid in skip:
@@ -710,41 +702,14 @@ def worker():
 
 # ----------------------------------------------------------------------------- the driver
 
-def _read_lines(stream, lines):
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
-
-
 def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op_done):
     """One child process over the `remaining` op names (removed as they finish). Returns None when
     it got through them all, else (id of the case it was running or None, "crash ..."/"timeout",
     whether the case's CPU side had completed)."""
-    child = subprocess.Popen([sys.executable, os.path.join(TOOLS, "compat.py"), "worker"],
-                             env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1"), text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    child.stdin.write(json.dumps(dict(tier=tier, ops=remaining, dtypes=dtypes, samples=samples, skip=skip)))
-    child.stdin.close()
-    lines = queue.Queue()
-    threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
-    current, on_cpu, ready, wait = None, False, False, timeout + 120  # the first waits for imports too
-    while True:
-        try:
-            line = lines.get(timeout=wait)
-        except queue.Empty:
-            child.kill()
-            child.wait()
-            return current, f"timeout (> {timeout:g} s)", on_cpu
-        if line is None:  # the child exited
-            code = child.wait()
-            if not remaining:
-                return None
-            if not ready:
-                raise RuntimeError(f"the compat worker exited ({code}) before it was ready; "
-                                   "run `python tools/compat.py worker` to see why")
-            return current, (f"crash (signal {-code})" if code < 0 else f"crash (exit {code})"), on_cpu
-        msg = json.loads(line) if line.startswith("{") else {}
-        wait = timeout
+    child = _child.Child("compat.py", "worker",
+                         job=dict(tier=tier, ops=remaining, dtypes=dtypes, samples=samples, skip=skip))
+    current, on_cpu, ready = None, False, False
+    for msg in child.messages(timeout, first=timeout + 120):  # the first waits for imports too
         ready = ready or "ready" in msg
         if "start" in msg:
             current, on_cpu = msg["start"], True
@@ -757,6 +722,13 @@ def _run_child(tier, remaining, dtypes, samples, skip, timeout, on_record, on_op
             remaining.remove(msg["done"])
             on_op_done(msg["done"])
             current = None
+    if not child.timed_out:  # the child exited
+        if not remaining:
+            return None
+        if not ready:
+            raise RuntimeError(f"the compat worker exited ({child.code}) before it was ready; "
+                               "run `python tools/compat.py worker` to see why")
+    return current, child.lost(timeout), on_cpu
 
 
 def drive(ops, dtypes, samples, timeout, on_record, on_op_done, tier="clean"):
@@ -806,13 +778,8 @@ def sweep(ops, dtypes, samples, timeout, jobs, tier="clean"):
             print(f"[{tier} {done[0]}/{len(ops)} {time.time() - started:6.1f}s] {name}: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=sys.stderr, flush=True)
 
-    groups = [ops[i::jobs] for i in range(jobs)]
-    threads = [threading.Thread(target=drive, args=(g, dtypes, samples, timeout, on_record, on_op_done, tier))
-               for g in groups if g]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _child.in_parallel(lambda share: drive(share, dtypes, samples, timeout, on_record, on_op_done, tier),
+                       ops, jobs)
     order = {name: i for i, name in enumerate(ops)}
     rank = {name: i for i, name in enumerate(DTYPES + ALL_VARIANTS)}
     records.sort(key=lambda r: (order[r["op"]], rank.get(r["dtype"], -1), r["sample"],
@@ -845,10 +812,6 @@ def cell(records):
     return f"native {len(counted)}/{len(counted)}"
 
 
-def _md(text):
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render(meta, records):
     """COMPAT.md text: generation, per-dtype summary, per-op table, failures, native op table."""
     dtypes = [d for d in meta["dtypes"] if any(r["dtype"] == d for r in records)]
@@ -874,7 +837,7 @@ def render(meta, records):
     out += ["", "## Per op", "", "| op | " + " | ".join(dtypes) + " |", "| --- |" + " --- |" * len(dtypes)]
     for op in ops:
         mark = " (shapes only)" if any(r["reason"] == SHAPES_ONLY for d in dtypes for r in by[op, d]) else ""
-        out.append(f"| {op}{mark} | " + " | ".join(_md(cell(by[op, d])) for d in dtypes) + " |")
+        out.append(f"| {op}{mark} | " + " | ".join(_child.md(cell(by[op, d])) for d in dtypes) + " |")
     out += ["", "## Failures", ""]
     failures = collections.defaultdict(list)
     for r in records:
@@ -882,7 +845,7 @@ def render(meta, records):
             failures[r["op"], r["reason"]].append(f"{r['dtype']} {r['variant']}")
     for (op, reason), where in failures.items():
         shown = ", ".join(dict.fromkeys(where))
-        out.append(f"- `{op}` ({shown}): {_md(reason)}")
+        out.append(f"- `{op}` ({shown}): {_child.md(reason)}")
     if not failures:
         out.append("None.")
     out += ["", "## Native op table", "",
@@ -946,7 +909,7 @@ def failure_list(records):
         for cases in kinds.values():
             where = collections.Counter(f"{r['dtype']} {r['variant']}" for r in cases)
             shown = ", ".join(f"{w} x{c}" if c > 1 else w for w, c in where.items())
-            out.append(f"  - {shown}: {_md(cases[0]['reason'])}")
+            out.append(f"  - {shown}: {_child.md(cases[0]['reason'])}")
     return out or ["None."]
 
 

@@ -16,14 +16,13 @@ only that the process survives. The ops it finds are routed to the CPU fallback 
 import argparse
 import json
 import os
-import queue
-import subprocess
 import sys
 import threading
 import time
 
-TOOLS = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(TOOLS)
+import _child
+from _child import ROOT
+
 # Ops whose call would stall or tear down the process on any device, not read device memory.
 SKIP = {
     "aten::_sleep",           # sleeps
@@ -140,23 +139,14 @@ def make_call(op, profile, device, seed=0):
     return args, kwargs
 
 
-def _first_line(exc):
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
-
-
 def worker():
     """Child: reads {"ops": [...]} on stdin; for each op prints {"start": op, "device": d} before
     each call and {"record": {...}} once the op is done, on its private stdout."""
     import warnings
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
+    emit = _child.protocol()
     warnings.simplefilter("ignore")
     import torch
     import torch_pjrt  # noqa: F401
-
-    def emit(**msg):
-        proto.write(json.dumps(msg) + "\n")
 
     def call(op, profile, device):
         emit(start=op_name, device=device)
@@ -174,7 +164,7 @@ def worker():
         try:
             op = overload(op_name)
         except Exception as e:
-            emit(record=dict(rec, status="unresolved", reason=_first_line(e)))
+            emit(record=dict(rec, status="unresolved", reason=_child.reason_of(e, 200)))
             continue
         has_cpu = torch._C._dispatch_has_computed_kernel_for_dispatch_key(op_name, "CPU")
         replay, reason = [], ""
@@ -198,7 +188,7 @@ def worker():
                 except Unsupported:
                     raise
                 except Exception as e:
-                    reason = reason or _first_line(e)
+                    reason = reason or _child.reason_of(e, 200)
         except Unsupported as e:
             emit(record=dict(rec, status="unsupported", reason=str(e)))
             continue
@@ -206,35 +196,12 @@ def worker():
     emit(done=True)
 
 
-def _read_lines(stream, lines):
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
-
-
 def _run_child(ops, timeout, on_record, blind=False):
     """One child over |ops|; returns None when it finished them all, else (index of the op it
     was on, the device of the call that stopped it, why: "crash (signal N)" or "timeout")."""
-    child = subprocess.Popen([sys.executable, os.path.join(TOOLS, "compat_host.py"), "worker"],
-                             env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1"), text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    child.stdin.write(json.dumps({"ops": ops, "blind": blind}))
-    child.stdin.close()
-    lines = queue.Queue()
-    threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
-    current, device, wait = None, None, timeout + 120
-    while True:
-        try:
-            line = lines.get(timeout=wait)
-        except queue.Empty:
-            child.kill()
-            child.wait()
-            return current, device, f"timeout (> {timeout:g} s)"
-        if line is None:
-            code = child.wait()
-            return current, device, (f"crash (signal {-code})" if code < 0 else f"crash (exit {code})")
-        msg = json.loads(line) if line.startswith("{") else {}
-        wait = timeout
+    child = _child.Child("compat_host.py", "worker", job={"ops": ops, "blind": blind})
+    current, device = None, None
+    for msg in child.messages(timeout, first=timeout + 120):  # the first waits for imports too
         if "start" in msg:
             current, device = ops.index(msg["start"]), msg["device"]
         elif "record" in msg:
@@ -242,6 +209,7 @@ def _run_child(ops, timeout, on_record, blind=False):
         elif "done" in msg:
             child.wait()
             return None
+    return current, device, child.lost(timeout)
 
 
 def sweep(ops, jobs=1, timeout=60):
@@ -273,12 +241,7 @@ def sweep(ops, jobs=1, timeout=60):
                       file=sys.stderr, flush=True)
             rest = rest[index + 1:]
 
-    groups = [ops[i::jobs] for i in range(jobs)]
-    threads = [threading.Thread(target=drive, args=(g,)) for g in groups if g]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _child.in_parallel(drive, ops, jobs)
     return [records[n] for n in ops if n in records]
 
 

@@ -45,14 +45,14 @@ import gc
 import inspect
 import json
 import os
-import queue
-import subprocess
 import sys
 import threading
 import time
 import traceback
 
 import torch
+
+import _child
 
 SUITES = ("transformers", "torchvision", "timm")
 COUNTED = ("native", "fallback", "fail")
@@ -330,8 +330,7 @@ def _compare(actual, expected):
 
 
 def reason_of(exc):
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:240]
+    return _child.reason_of(exc, 240)
 
 
 def _to_device(inputs, device):
@@ -621,8 +620,7 @@ def worker():
     {"eager": ...} when its eager part is done and a compiled part follows, and {"record": ...}
     after it."""
     global COMPILE
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
+    emit = _child.protocol()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import transformers
@@ -633,16 +631,10 @@ def worker():
     job = json.load(sys.stdin)
     COMPILE = job["compile"]
     for suite, name in job["models"]:
-        proto.write(json.dumps({"start": [suite, name]}) + "\n")
-        record = check_model(suite, name, lambda rec: proto.write(json.dumps({"eager": rec}) + "\n"))
-        proto.write(json.dumps({"record": record}) + "\n")
+        emit(start=[suite, name])
+        record = check_model(suite, name, lambda rec: emit(eager=rec))
+        emit(record=record)
         gc.collect()
-
-
-def _read_lines(stream, lines):
-    for line in stream:
-        lines.put(line)
-    lines.put(None)
 
 
 def _drive(todo, timeout, on_record, deadline=None, compiled=True):
@@ -650,30 +642,16 @@ def _drive(todo, timeout, on_record, deadline=None, compiled=True):
     `deadline` (a time.time() value) it stops after the model in progress. A model whose worker
     dies or times out in its compiled part keeps its eager result, the compiled entry failed."""
     todo = list(todo)
+
+    def wait():  # a model has `timeout` s from its start; the next may start a minute after that
+        spent = time.time() - started
+        return max(1.0, timeout + 60 - spent) if current is None else max(0.1, timeout - spent)
+
     while todo and not (deadline and time.time() > deadline):
-        child = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "compat.py"), "models-worker"],
-                                 env=dict(os.environ, TORCH_PJRT_QUIET_FALLBACK="1", HF_HUB_OFFLINE="1"),
-                                 text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL)
-        child.stdin.write(json.dumps({"models": todo, "compile": compiled}))
-        child.stdin.close()
-        lines = queue.Queue()
-        threading.Thread(target=_read_lines, args=(child.stdout, lines), daemon=True).start()
+        child = _child.Child("compat.py", "models-worker", job={"models": todo, "compile": compiled},
+                             env=_child.child_env(HF_HUB_OFFLINE="1"))
         current, started, eager = None, time.time(), None
-        while True:
-            try:
-                line = lines.get(timeout=max(1.0, timeout + 60 - (time.time() - started)) if current is None
-                                 else max(0.1, timeout - (time.time() - started)))
-            except queue.Empty:
-                child.kill()
-                child.wait()
-                why = f"timeout (> {timeout:g} s)"
-                break
-            if line is None:
-                code = child.wait()
-                why = f"crash (signal {-code})" if code < 0 else f"crash (exit {code})"
-                break
-            msg = json.loads(line) if line.startswith("{") else {}
+        for msg in child.messages(wait):
             if "start" in msg:
                 current, started, eager = tuple(msg["start"]), time.time(), None
             elif "eager" in msg:
@@ -684,10 +662,10 @@ def _drive(todo, timeout, on_record, deadline=None, compiled=True):
                 current = eager = None
                 if deadline and time.time() > deadline:
                     child.kill()
-                    child.wait()
                     return
         if not todo:
             break
+        why = child.lost(timeout)
         lost = current or todo[0]
         if eager is not None and current is not None:
             on_record(dict(eager, compiled=dict(status="fail", reason=why, graphs=0, partitions=0,
@@ -714,12 +692,7 @@ def sweep(models, timeout, jobs, progress_path=None, deadline=None, compiled=Tru
             print(f"[{len(records)}/{len(models)} {time.time() - started:6.0f}s] {rec['suite']}/{rec['name']}: "
                   f"{rec['status']} {rec['reason'][:100]}{c}", file=sys.stderr, flush=True)
 
-    threads = [threading.Thread(target=_drive, args=(models[i::jobs], timeout, on_record, deadline, compiled))
-               for i in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _child.in_parallel(lambda share: _drive(share, timeout, on_record, deadline, compiled), models, jobs)
     if progress:
         progress.close()
     order = {m: i for i, m in enumerate(models)}
@@ -734,10 +707,6 @@ def totals(records, suite):
     ran = sum(counts[s] for s in COUNTED)
     return dict(models=sum(counts.values()), ran_on_cpu=ran, **{s: counts[s] for s in COUNTED + ("cpu-invalid", "skipped")},
                 matched_pct=round(100 * (counts["native"] + counts["fallback"]) / ran, 1) if ran else None)
-
-
-def _md(text):
-    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def _compiled_cell(c):
@@ -814,14 +783,14 @@ def render_models(doc):
     reasons = collections.Counter(_short_reason(r["reason"]) for r in records if r["status"] == "fail")
     if reasons:
         out += ["", "### Top failure reasons", "", "| models | reason |", "| ---: | --- |"]
-        out += [f"| {n} | {_md(why)} |" for why, n in reasons.most_common(15)]
+        out += [f"| {n} | {_child.md(why)} |" for why, n in reasons.most_common(15)]
     for s in suites:
         out += ["", f"### {s}", "", "| model | status | detail | compiled |", "| --- | --- | --- | --- |"]
         for r in records:
             if r["suite"] != s:
                 continue
             detail = r["reason"] if r["status"] != "fallback" else ", ".join(r["fallbacks"])
-            out.append(f"| {r['name']} | {r['status']} | {_md(detail)[:160]} | {_md(_compiled_cell(r.get('compiled')))[:160]} |")
+            out.append(f"| {r['name']} | {r['status']} | {_child.md(detail)[:160]} | {_child.md(_compiled_cell(r.get('compiled')))[:160]} |")
     return "\n".join(out) + "\n"
 
 

@@ -35,6 +35,7 @@ import zlib
 
 import torch
 
+import _child
 import compat
 
 
@@ -260,7 +261,7 @@ def render_modules(doc):
            "pass with some op falling back to CPU.", "",
            "### Per module", "", "| module | " + " | ".join(dtypes) + " |", "| --- |" + " --- |" * len(dtypes)]
     for name in sorted({r["op"] for r in records}):
-        out.append(f"| {name} | " + " | ".join(compat._md(compat.cell(by[name, d])) for d in dtypes) + " |")
+        out.append(f"| {name} | " + " | ".join(_child.md(compat.cell(by[name, d])) for d in dtypes) + " |")
     out += ["", f"### Modules: failing ({len(fails)})", "", *compat.failure_list(records)]
     fallback = collections.defaultdict(set)
     for r in records:

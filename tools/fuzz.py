@@ -26,7 +26,6 @@ import json
 import os
 import random
 import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,8 @@ import time
 import warnings
 
 import torch
+
+import _child
 
 # ---------------------------------------------------------------------------------------------
 # The harness: input construction, comparison and the step runner. It is kept as source text so
@@ -807,8 +808,7 @@ def generate(seed, index):
 # ---------------------------------------------------------------------------------------------
 
 def _worker_main():
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything else printed to stdout must not corrupt the protocol
+    emit = _child.protocol()
     import faulthandler
     import signal
     import torch_pjrt  # noqa: F401  (already loaded by `import torch`; be explicit)
@@ -816,7 +816,7 @@ def _worker_main():
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the parent's hang report
     warnings.simplefilter("ignore")
     ok = torch.tpu.is_available()
-    proto.write(json.dumps({"ready": bool(ok), "error": torch_pjrt.init_error()}) + "\n")
+    emit(ready=bool(ok), error=torch_pjrt.init_error())
     if not ok:
         return 2
 
@@ -831,7 +831,7 @@ def _worker_main():
                 "status": "fail", "step": r[0], "kind": r[1], "detail": r[2]}
         except BaseException as e:  # a bug in the harness itself, not in the backend
             out = {"status": "harness_error", "detail": f"{type(e).__name__}: {e}"}
-        proto.write(json.dumps(out) + "\n")
+        emit(**out)
     return 0
 
 
@@ -841,10 +841,9 @@ class Worker:
     def __init__(self, timeout=30.0, start_timeout=180.0):
         self.timeout, self.start_timeout = timeout, start_timeout
         self.diagnose = True  # on a hang, collect stacks before killing the worker
-        self.proc = None
+        self.child = None
         fd, self.log_path = tempfile.mkstemp(prefix="torch_pjrt_fuzz_", suffix=".log")
         os.close(fd)
-        self.buf = b""
 
     def _env(self):
         env = dict(os.environ)
@@ -856,14 +855,10 @@ class Worker:
 
     def start(self):
         for attempt in range(3):
-            self.buf = b""
             with open(self.log_path, "ab") as log:  # O_APPEND: the child never overwrites
-                self.proc = subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), "--worker"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=self._env())
-            line = self._readline(self.start_timeout)
-            if line is not None:
-                msg = json.loads(line)
+                self.child = _child.Child("fuzz.py", "--worker", env=self._env(), stderr=log)
+            msg = self._read(self.start_timeout)
+            if msg is not None:
                 if msg.get("ready"):
                     return
                 raise RuntimeError(f"fuzz worker: the tpu device is unavailable: {msg}")
@@ -879,39 +874,18 @@ class Worker:
         except (OSError, AttributeError):
             pass
 
-    def _readline(self, timeout):
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-            if not ready:
-                if self.main_thread_dead():
-                    return None
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None  # EOF: the worker died
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line.decode()
+    def _read(self, timeout):
+        """The worker's next message, or None when it died or did not answer in time."""
+        try:
+            return self.child.read(timeout, gone=self.child.main_thread_dead)
+        except _child.Late:
+            return None
 
     def last_step(self, since):
         with open(self.log_path, "rb") as fh:
             fh.seek(since)
             steps = re.findall(rb"@@fuzz-step (\d+)", fh.read())
         return int(steps[-1]) if steps else None
-
-    def main_thread_dead(self):
-        """The worker's main thread has exited (e.g. on SIGSEGV) while another thread keeps the
-        process, and so the pipe, alive: a crash, not a hang."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as fh:
-                return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-        except OSError:
-            return False
 
     def log_tail(self, since, n=3000):
         with open(self.log_path, "rb") as fh:
@@ -922,29 +896,25 @@ class Worker:
         return "\n".join(lines)[-n:]
 
     def run(self, program):
-        if self.proc is None or self.proc.poll() is not None:
+        if self.child is None or not self.child.running():
             self.start()
         since = os.path.getsize(self.log_path)
-        try:
-            self.proc.stdin.write((json.dumps(program) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        line = self._readline(self.timeout)
-        if line is not None:
-            return json.loads(line)
+        self.child.send(program)
+        msg = self._read(self.timeout)
+        if msg is not None:
+            return msg
         step = self.last_step(since)
-        if self.proc.poll() is None and self.main_thread_dead():
+        if self.child.running() and self.child.main_thread_dead():
             self.kill()
             return {"status": "crash", "log": self.log_tail(since), "at": step,
                     "detail": "worker died (its main thread exited, another thread lingered)"}
-        if self.proc.poll() is None:
+        if self.child.running():
             stacks = self.stacks() if self.diagnose else ""
             self.kill()
             return {"status": "hang", "detail": f"no answer within {self.timeout:.0f} s", "at": step,
                     "log": self.log_tail(since, 20000), "stacks": stacks}
-        rc = self.proc.wait()
-        self.proc = None
+        rc = self.child.wait()
+        self.child = None
         what = f"signal {-rc}" if rc < 0 else f"exit status {rc}"
         return {"status": "crash", "detail": f"worker died ({what})", "log": self.log_tail(since),
                 "at": step}
@@ -954,14 +924,14 @@ class Worker:
         import shutil
         import signal
         try:
-            os.kill(self.proc.pid, signal.SIGUSR1)
+            os.kill(self.child.pid, signal.SIGUSR1)
             time.sleep(1.0)
         except OSError:
             pass
         if not shutil.which("gdb"):
             return ""
         try:
-            p = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-nx",
+            p = subprocess.run(["gdb", "-p", str(self.child.pid), "-batch", "-nx",
                                 "-ex", "thread apply all bt 30"],
                                capture_output=True, text=True, timeout=120)
             return "\n".join(l for l in p.stdout.splitlines()
@@ -970,19 +940,13 @@ class Worker:
             return f"(gdb failed: {e})"
 
     def kill(self):
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+        if self.child is not None:
+            self.child.kill()
+            self.child = None
 
     def close(self):
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-                self.proc.wait(timeout=10)
-            except Exception:
-                pass
+        if self.child is not None and self.child.running():
+            self.child.finish(10)
         self.kill()
 
 
