@@ -120,6 +120,7 @@ typedef enum {
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum {
   TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
+  TP_RAND_MULTINOMIAL, /* also TP_OPF_COUNTED: its count pass checks the probabilities */
 } tp_random_t;
 
 /* Results of a data-dependent size (compact.c). */

@@ -111,8 +111,10 @@ enum {
  * is then at most that and at least n, and their first n rows are the result (the caller drops
  * the rest), so a shape compiles a few programs (one per power of two) rather than one per count.
  * After TP_COUNT_PASS_EXACT (the rows are not the leading dim, or must broadcast with other
- * sizes), or for outputs of a given size, it sets n itself. A whole graph appends no count: such
- * calls are UNIMPLEMENTED there. */
+ * sizes), or for outputs of a given size, it sets n itself. The pass may also count what CPU
+ * checks of the values before it runs (multinomial's probabilities: a verdict, set exactly), and
+ * infer then raises CPU's error. A whole graph appends no count: such calls are UNIMPLEMENTED
+ * there. */
 enum { TP_COUNT_UNKNOWN = -1, TP_COUNT_PASS = -2, TP_COUNT_PASS_EXACT = -3 };
 /* The capacity for a count of |count| rows: 0, or the next power of two (at most twice it). */
 int64_t tp_op_count_capacity(int64_t count);

@@ -1,6 +1,6 @@
-/* Results of a data-dependent size (compact.c) and boolean-mask indexing (index.c): the count
- * protocol of op.h as infer speaks it, shapes, CPU's errors, and that each pass emits a program.
- * Needs no device. */
+/* Results of a data-dependent size (compact.c), boolean-mask indexing (index.c) and
+ * multinomial's checks of its probabilities (random.c): the count protocol of op.h as infer
+ * speaks it, shapes, CPU's errors, and that each pass emits a program. Needs no device. */
 #include <string.h>
 
 #include "hlo/builder.h"
@@ -111,11 +111,37 @@ static void test_mask_indexing(void) {
   CHECK(infer_code("index.Tensor", c, 4, out, &n) == TP_UNIMPLEMENTED);
 }
 
+static void test_multinomial_verdict(void) {
+  int64_t s[2] = {3, 5};
+  /* (self, num_samples, replacement, generator, key, count) */
+  tp_op_arg_t a[6] = {tensor(TP_DTYPE_F32, 2, s), int_arg(4), int_arg(1),
+                      (tp_op_arg_t){.kind = TP_ARG_NONE}, scalar(TP_DTYPE_I64, 7, false),
+                      int_arg(TP_COUNT_UNKNOWN)};
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  /* The checks of the values come first, exactly (a verdict, not a count to round up). */
+  CHECK(emits("multinomial", a, 6, out, &n, "stablehlo.reduce"));
+  CHECK(a[5].i == TP_COUNT_PASS_EXACT && out[0].ndim == 0 && out[0].dtype == TP_DTYPE_I64);
+  a[5] = int_arg(0);
+  CHECK(emits("multinomial", a, 6, out, &n, "stablehlo.log"));
+  CHECK(out[0].dtype == TP_DTYPE_I64 && out[0].ndim == 2 && out[0].sizes[0] == 3 && out[0].sizes[1] == 4);
+  a[5] = int_arg(1); /* a failed check: CPU's error */
+  CHECK(infer_code("multinomial", a, 6, out, &n) == TP_INVALID_ARGUMENT);
+  a[5] = int_arg(0);
+  a[2] = int_arg(0);
+  a[1] = int_arg(6); /* more samples than categories without replacement */
+  CHECK(infer_code("multinomial", a, 6, out, &n) == TP_INVALID_ARGUMENT);
+  a[1] = int_arg(2); /* no count argument (a whole graph): not native there */
+  tp_op_arg_t g[5] = {a[0], a[1], a[2], a[3], a[4]};
+  CHECK(infer_code("multinomial", g, 5, out, &n) == TP_UNIMPLEMENTED);
+}
+
 int main(void) {
   test_capacity();
   test_nonzero();
   test_masked_select();
   test_nonzero_static();
   test_mask_indexing();
+  test_multinomial_verdict();
   TEST_MAIN_END("ops_compact_test");
 }
