@@ -117,6 +117,9 @@ typedef enum {
   TP_RNN_LSTM_CELL, TP_RNN_LSTM_CELL_BACKWARD, TP_RNN_GRU_CELL, TP_RNN_GRU_CELL_BACKWARD,
 } tp_rnn_t;
 
+/* Optimizer and gradient scaling codes (optim.c): every output is written into an argument. */
+typedef enum { TP_OPT_ADAM, TP_OPT_ADAMW, TP_OPT_UNSCALE, TP_OPT_UPDATE_SCALE } tp_optim_t;
+
 /* Random family codes (random.c); TP_OPF_RANDOM rows get the generator key as a last argument. */
 typedef enum {
   TP_RAND_UNIFORM, TP_RAND_BERNOULLI, TP_RAND_DROPOUT, TP_RAND_NORMAL, TP_RAND_INT,
@@ -204,6 +207,8 @@ TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 /* rnn.c */
 TP_DECLARE_OP(tp_infer_rnn, tp_emit_rnn)
+/* optim.c */
+TP_DECLARE_OP(tp_infer_optim, tp_emit_optim)
 /* compact.c */
 TP_DECLARE_OP(tp_infer_compact, tp_emit_compact)
 /* The count protocol (op.h) for a call whose result has at most |bound| rows, given its count

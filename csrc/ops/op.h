@@ -100,6 +100,13 @@ enum {
                                     a ValueError) */
   TP_OPF_COUNTED = 1 << 15,      /* a call's result size may depend on the values (nonzero): the
                                     caller appends a count argument (TP_COUNT_UNKNOWN below) */
+  TP_OPF_LIST_ZIP = 1 << 16,     /* the op applies at each index of its tensor-list arguments
+                                    in turn (an optimizer step, parameter by parameter): the glue
+                                    makes one call per index, each list replaced by its element
+                                    (an empty list by None), so each shape compiles once and no
+                                    list length meets TP_MAX_ARGS. Every output is written into
+                                    an argument (writes_arg); nothing runs unless every index
+                                    infers */
 };
 
 /* The count protocol of TP_OPF_COUNTED rows. The caller appends an INT argument, the count,

@@ -429,6 +429,84 @@ int64_t count_pass(int op, tp_eager_arg_t* eargs, int ne, tp_meta_t* metas, int*
   return count.i == n ? -1 : n;
 }
 
+// The arguments a call returns when its schema's returns are arguments it writes (a row named
+// for an op's mutating form, as _amp_update_scale_ returns self), matched by alias set; empty
+// when the returns are not all such arguments.
+std::vector<c10::IValue> returned_args(const c10::FunctionSchema& schema,
+                                       c10::ArrayRef<c10::IValue> args) {
+  std::vector<c10::IValue> ret;
+  for (const auto& r : schema.returns()) {
+    const size_t before = ret.size();
+    for (size_t i = 0; r.alias_info() && r.alias_info()->isWrite() && i < args.size() &&
+                       ret.size() == before;
+         i++) {
+      const c10::AliasInfo* a = schema.arguments()[i].alias_info();
+      if (a && a->beforeSets() == r.alias_info()->beforeSets()) ret.push_back(args[i]);
+    }
+    if (ret.size() == before) return {};
+  }
+  return ret;
+}
+
+// A TP_OPF_LIST_ZIP row's call (op.h): one call per index of its tensor lists, each list replaced
+// by its element there (an empty list by None), every output written into an argument. Every
+// index is converted and inferred before any runs: the call falls back to CPU whole, or is
+// refused whole, or runs whole natively, never partly updated.
+void run_zipped(int op, const std::vector<ArgRole>& roles, const c10::OperatorHandle& h,
+                torch::jit::Stack* stack) {
+  const auto& schema = h.schema();
+  const size_t n_args = schema.arguments().size();
+  auto args = torch::jit::last(*stack, n_args);
+  size_t n = 0;
+  for (size_t i = 0; i < n_args; i++) {
+    const size_t len = args[i].isTensorList() ? args[i].toTensorList().size() : 0;
+    TORCH_CHECK(len == 0 || n == 0 || len == n, op_name(h), ": expected the tensor lists to have "
+                "the same length, but ", schema.arguments()[i].name(), " has ", len,
+                " tensors where an earlier list has ", n);
+    if (len) n = len;
+  }
+  struct Call {
+    tp_eager_arg_t eargs[TP_MAX_ARGS];
+    at::Tensor tensors[TP_MAX_ARGS];
+    tp_meta_t metas[TP_MAX_OUTS];
+    int ne = 0, n_out = 0;
+  };
+  std::vector<Call> calls(n);
+  std::vector<c10::IValue> one(args.begin(), args.end());
+  for (size_t k = 0; k < n; k++) {
+    for (size_t i = 0; i < n_args; i++)
+      if (args[i].isTensorList()) {
+        auto list = args[i].toTensorList();
+        one[i] = list.empty() ? c10::IValue() : c10::IValue(list.get(k));
+      }
+    Call& c = calls[k];
+    std::optional<at::Generator> generator;
+    if (!convert_call(roles, one, n_args, false, c.eargs, c.tensors, &c.ne, &generator))
+      return cpu_fallback(h, stack);
+    tp_status_t* st = tp_eager_infer(op, c.eargs, c.ne, c.metas, &c.n_out);
+    if (st && tp_status_code(st) == TP_UNIMPLEMENTED) {
+      tp_status_free(st);
+      return cpu_fallback(h, stack);
+    }
+    if (st && n > 1) st = tp_status_annotate(st, "at index %zu of the lists", k);
+    check(st);
+    for (int j = 0; j < c.n_out; j++) {
+      const int a = c.metas[j].writes_arg - 1;
+      TORCH_CHECK(a >= 0 && a < c.ne && c.tensors[a].defined(), op_name(h),
+                  ": an op over tensor lists writes every output into an argument");
+    }
+  }
+  for (Call& c : calls) {
+    tp_view_t views[TP_MAX_OUTS];
+    for (int j = 0; j < c.n_out; j++)
+      views[j] = view_or_throw(c.tensors[c.metas[j].writes_arg - 1], schema.name().c_str());
+    check(tp_eager_run(op, c.eargs, c.ne, c.metas, views, c.n_out));
+  }
+  std::vector<c10::IValue> ret = returned_args(schema, args);
+  torch::jit::drop(*stack, n_args);
+  for (c10::IValue& v : ret) torch::jit::push(*stack, std::move(v));
+}
+
 struct TableKernel final : c10::OperatorKernel {
   TableKernel(int op, tp_op_variant_t variant) : op_(op), variant_(variant) {}
 
@@ -443,6 +521,7 @@ struct TableKernel final : c10::OperatorKernel {
     if (tp_op_table[op_].flags & TP_OPF_LIST_CHUNKS) chunk_long_lists(op_, stack, n_args, n_in);
     auto args = torch::jit::last(*stack, n_args);
     std::call_once(roles_once_, [&] { roles_ = arg_roles(schema); });
+    if (tp_op_table[op_].flags & TP_OPF_LIST_ZIP) return run_zipped(op_, roles_, h, stack);
     tp_eager_arg_t eargs[TP_MAX_ARGS];
     at::Tensor earg_tensor[TP_MAX_ARGS];  // the tpu tensor behind each TENSOR argument
     std::optional<at::Generator> generator;
@@ -547,7 +626,13 @@ struct TableKernel final : c10::OperatorKernel {
     check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
     if (rows >= 0)  // the count's rows of outputs padded to its capacity
       for (int k = 0; k < n_out; k++) outs[k] = outs[k].narrow(0, 0, rows);
+    std::vector<c10::IValue> ret;  // a mutating op's returned arguments
+    if (variant_ == TP_VARIANT_FUNCTIONAL) ret = returned_args(schema, args);
     torch::jit::drop(*stack, n_args);
+    if (!ret.empty()) {
+      for (c10::IValue& v : ret) torch::jit::push(*stack, std::move(v));
+      return;
+    }
     // An op returning a bool (equal) computes it as a 0-d tensor; the caller gets its value.
     if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType) {
       torch::jit::push(*stack, outs[0].item<bool>());
