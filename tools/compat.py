@@ -1165,4 +1165,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    # Run as the module `compat` that compat_modules imports, not as a copy of it named __main__:
+    # a module case calls compat.cpu_done(), which must see the hook this worker sets.
+    import compat
+    compat.main()

@@ -209,6 +209,14 @@ def test_module_sweep_runs_in_child_processes():
     assert all(r["status"] in ("native", "fallback") for r in records), records
 
 
+def test_module_worker_says_when_the_cpu_side_is_done():
+    # the driver blames a crash after "cpu_done" on the device; module cases must send it too
+    import _child
+    job = dict(tier="modules", ops=["nn.ReLU"], dtypes=["float32"], samples=1, skip=[])
+    kinds = [next(iter(msg)) for msg in _child.Child("compat.py", "worker", job=job).messages(300)]
+    assert kinds == ["ready"] + ["start", "cpu_done", "record"] * 2 + ["done"], kinds
+
+
 def test_reports_keep_the_clean_section_and_add_the_tiers(tmp_path):
     import compat_modules
     meta = dict(command="c", torch="t", platform="cpu", dtypes=["float32"], samples=1, native_ops=["abs"],
