@@ -39,4 +39,7 @@ def test_trainer_fine_tune_matches_cpu_step_by_step(tmp_path, extra, tol):
     assert tpu["device"] == "tpu:0" and tpu["model_device"] == "tpu:0", tpu
     assert cpu["device"] == "cpu", cpu
     assert len(tpu["losses"]) == len(cpu["losses"]) == 6
+    # The Trainer's default optimizer is fused AdamW; it and everything else ran natively.
+    assert tpu["optim"].endswith("ADAMW_TORCH_FUSED"), tpu["optim"]
+    assert tpu["fallbacks"] == {}, f"ops fell back to CPU: {tpu['fallbacks']}"
     torch.testing.assert_close(torch.tensor(tpu["losses"]), torch.tensor(cpu["losses"]), rtol=tol, atol=tol)
