@@ -1,6 +1,7 @@
 """Ops without a native lowering (here unique_consecutive and bincount, whose output shapes depend
 on the data) run on CPU, visibly: counted, warned once, reported, and refused under strict mode."""
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -222,12 +223,13 @@ def test_composites_that_read_host_memory_run_on_cpu(quiet_fallbacks):
 
 
 def test_host_read_sweep_finds_no_crash_among_known_composites(tmp_path):
-    # The sweep (python -m torch_pjrt.compat_host) over the routed ops and composites near them:
+    # The sweep (tools/compat_host.py) over the routed ops and composites near them:
     # every call in a child process, a crash recorded and named.
     ops = ["aten::" + n for n in torch_pjrt.host_read_ops()] + [
         "aten::_batch_norm_impl_index", "aten::native_batch_norm_backward", "aten::cudnn_batch_norm",
         "aten::fbgemm_linear_fp16_weight", "aten::_fused_dropout"]
-    p = subprocess.run([sys.executable, "-m", "torch_pjrt.compat_host", "--ops", ",".join(ops),
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "compat_host.py")
+    p = subprocess.run([sys.executable, tool, "--ops", ",".join(ops),
                         "--out", str(tmp_path), "--md", str(tmp_path / "compat.md")],
                        env=child_env(), capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
