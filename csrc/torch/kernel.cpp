@@ -74,7 +74,7 @@ void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stac
 // mode.values checks for a CPU/CUDA/XPU device itself and refuses tpu tensors; the others read or
 // write tensor memory on the host (data_ptr loops, or at::native CPU functions called directly)
 // and would crash on a tpu tensor's never-mapped address. The host-read sweep
-// (python -m torch_pjrt.compat_host) finds them: every registered op, called on tpu inputs.
+// (tools/compat_host.py) finds them: every registered op, called on tpu inputs.
 const char* const kCompositesOnCpu[] = {
     "_grid_sampler_2d_cpu_fallback", "_grid_sampler_2d_cpu_fallback.out",
     "_nnpack_spatial_convolution",   "_saturate_weight_to_fp16",      "choose_qparams_optimized",
