@@ -55,6 +55,10 @@ def _val(n):
     return _CONCRETE[n] if n in _CONCRETE else n.meta.get("val")
 
 
+# The most tensors one cat node takes (the op table's TP_MAX_ARGS, less the list's length and dim).
+_CAT_CHUNK = 14
+
+
 class _Partition:
     """Consecutive graph nodes lowered into one program."""
 
@@ -144,6 +148,8 @@ class _Partition:
         kwargs = {k: lower(v) for k, v in node.kwargs.items()}
         if node.target._schema.name.startswith("aten::_foreach_"):
             outs = self._foreach(node.target, args, kwargs)
+        elif node.target is torch.ops.aten.cat.default and len(args[0]) > _CAT_CHUNK:
+            outs = self._long_cat(*args, **kwargs)
         else:
             outs = self.graph.node(node.target, *args, **kwargs)
         if isinstance(outs, str):
@@ -153,6 +159,20 @@ class _Partition:
             raise _NotNative("inferred outputs differ from the traced ones")
         self.values[node] = outs if isinstance(val, (list, tuple)) else outs[0]
         self.nodes.append(node)
+
+    def _long_cat(self, tensors, dim=0):
+        """cat of more tensors than one node takes (a DenseNet block's): the cat of the cats of
+        consecutive chunks, the same values, as eager mode reduces such a list."""
+        while len(tensors) > 1:
+            parts = []
+            for i in range(0, len(tensors), _CAT_CHUNK):
+                chunk = tensors[i:i + _CAT_CHUNK]
+                r = self.graph.node(torch.ops.aten.cat.default, list(chunk), dim) if len(chunk) > 1 else list(chunk)
+                if isinstance(r, str):
+                    raise _NotNative(r)
+                parts.append(r[0])
+            tensors = parts
+        return [tensors[0]]
 
     def _foreach(self, target, args, kwargs):
         """A _foreach_ op as one node per list element, of the element op's first overload

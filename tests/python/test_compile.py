@@ -87,6 +87,18 @@ def test_compiled_eval_cnn_with_batch_norm_is_one_program():
     assert_same(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_compiled_cat_of_many_tensors_is_one_program():
+    # A DenseNet block concatenates up to 48 feature maps: more tensors than one graph node
+    # takes, so each such cat split the graph (compiled densenet121: 54 splits).
+    xs = [torch.randn(2, i % 5 + 1, 3) for i in range(40)]
+    f = lambda *a: torch.cat([t * 2 for t in a], 1).relu().sum(0)  # noqa: E731
+    tc.reset_stats()
+    got = torch.compile(f, backend="tpu")(*[x.to("tpu") for x in xs])
+    s = tc.stats()
+    assert s["splits"] == {} and s["partitions"] == s["graphs"] == 1, s
+    assert_same(got, f(*xs))
+
+
 def test_compiled_function_with_inplace_update_of_input():
     def f(a, b):
         a.add_(b)
