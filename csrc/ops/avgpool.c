@@ -110,28 +110,24 @@ tp_status_t *tp_infer_avg_pool(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
   return NULL;
 }
 
-static tp_hlo_value_t cst(tp_hlo_builder_t *b, const tp_hlo_value_t *like, double v) {
-  return tp_emit_full_like(b, v, like);
-}
-
 /* Window bounds [lo, hi) of output position |o| (an i64 iota) along spatial dim i over |n| inputs,
  * clipped to the input; |full| receives CPU's count_include_pad size (avg_pool only). */
 static void bounds(tp_hlo_builder_t *b, const avg_t *p, int i, int64_t n, int64_t n_out,
                    tp_hlo_value_t o, tp_hlo_value_t *lo, tp_hlo_value_t *hi, tp_hlo_value_t *full) {
   if (p->adaptive) { /* floor(o*n/out), ceil((o+1)*n/out) */
-    *lo = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_MUL, o, cst(b, &o, (double)n)), cst(b, &o, (double)n_out));
-    tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, o, cst(b, &o, 1)), cst(b, &o, (double)n));
-    *hi = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_ADD, e, cst(b, &o, (double)(n_out - 1))), cst(b, &o, (double)n_out));
+    *lo = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_MUL, o, tp_k(b, (double)n, o)), tp_k(b, (double)n_out, o));
+    tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, o, tp_k(b, 1, o)), tp_k(b, (double)n, o));
+    *hi = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_ADD, e, tp_k(b, (double)(n_out - 1), o)), tp_k(b, (double)n_out, o));
     *full = tp_hlo_binary(b, TP_HLO_SUB, *hi, *lo);
     return;
   }
-  tp_hlo_value_t s = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_binary(b, TP_HLO_MUL, o, cst(b, &o, (double)p->st[i])),
-                                   cst(b, &o, (double)p->pd[i]));
-  tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_ADD, s, cst(b, &o, (double)p->ks[i])),
-                                   cst(b, &o, (double)(n + p->pd[i])));
+  tp_hlo_value_t s = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_binary(b, TP_HLO_MUL, o, tp_k(b, (double)p->st[i], o)),
+                                   tp_k(b, (double)p->pd[i], o));
+  tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_ADD, s, tp_k(b, (double)p->ks[i], o)),
+                                   tp_k(b, (double)(n + p->pd[i]), o));
   *full = tp_hlo_binary(b, TP_HLO_SUB, e, s);
-  *lo = tp_hlo_binary(b, TP_HLO_MAX, s, cst(b, &o, 0));
-  *hi = tp_hlo_binary(b, TP_HLO_MIN, e, cst(b, &o, (double)n));
+  *lo = tp_hlo_binary(b, TP_HLO_MAX, s, tp_k(b, 0, o));
+  *hi = tp_hlo_binary(b, TP_HLO_MIN, e, tp_k(b, (double)n, o));
 }
 
 /* The largest window along spatial dim i: the number of offsets each output walks. */
@@ -149,11 +145,11 @@ static int64_t max_window(const avg_t *p, int i, int64_t n, int64_t m) {
  * coordinate along dim d and the position's own coordinate elsewhere. */
 static tp_hlo_value_t linear_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
                                    const int64_t *shape) {
-  tp_hlo_value_t lin = cst(b, &idx, 0);
+  tp_hlo_value_t lin = tp_k(b, 0, idx);
   int64_t stride = 1;
   for (int j = ndim - 1; j >= 0; j--) {
     tp_hlo_value_t c = j == d ? idx : tp_hlo_iota(b, TP_DTYPE_I64, idx.ndim, idx.dims, j);
-    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)stride)));
+    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stride, c)));
     stride *= shape[j];
   }
   return lin;
@@ -181,9 +177,9 @@ static tp_hlo_value_t window_pass(tp_hlo_builder_t *b, const avg_t *p, int i, in
   tp_hlo_value_t acc = p->backward ? tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &n_in) : zero;
   tp_hlo_value_t flat = p->backward ? v : tp_hlo_reshape(b, v, 1, &n_in);
   for (int64_t t = 0; t < K; t++) {
-    tp_hlo_value_t src = tp_hlo_binary(b, TP_HLO_ADD, lo, cst(b, &lo, (double)t));
+    tp_hlo_value_t src = tp_hlo_binary(b, TP_HLO_ADD, lo, tp_k(b, (double)t, lo));
     tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_LT, src, hi);
-    src = tp_hlo_binary(b, TP_HLO_MIN, src, cst(b, &src, (double)(n - 1)));
+    src = tp_hlo_binary(b, TP_HLO_MIN, src, tp_k(b, (double)(n - 1), src));
     tp_hlo_value_t lin = tp_hlo_reshape(b, linear_index(b, src, d, v.ndim, is), 1, &n_out);
     if (p->backward) {
       tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_select(b, valid, flat, zero), 1, &n_out);
@@ -206,11 +202,11 @@ static tp_hlo_value_t divisor(tp_hlo_builder_t *b, const avg_t *p, const tp_meta
     tp_hlo_value_t lo, hi, full;
     bounds(b, p, i, x->sizes[d], o->sizes[d], oi, &lo, &hi, &full);
     tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_SUB, hi, lo);
-    any_empty = tp_hlo_binary(b, TP_HLO_OR, any_empty, tp_hlo_compare(b, TP_CMP_LE, c, cst(b, &c, 0)));
+    any_empty = tp_hlo_binary(b, TP_HLO_OR, any_empty, tp_hlo_compare(b, TP_CMP_LE, c, tp_k(b, 0, c)));
     div = tp_hlo_binary(b, TP_HLO_MUL, div, p->include_pad && !p->adaptive ? full : c);
   }
-  if (p->divisor) div = cst(b, &div, (double)p->divisor);
-  return tp_hlo_select(b, any_empty, cst(b, &div, 0), div);
+  if (p->divisor) div = tp_k(b, (double)p->divisor, div);
+  return tp_hlo_select(b, any_empty, tp_k(b, 0, div), div);
 }
 
 void tp_emit_avg_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
@@ -231,19 +227,19 @@ void tp_emit_avg_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
     return;
   }
   tp_hlo_value_t div = divisor(b, &p, x, o);
-  tp_hlo_value_t zero_div = tp_hlo_compare(b, TP_CMP_EQ, div, cst(b, &div, 0));
+  tp_hlo_value_t zero_div = tp_hlo_compare(b, TP_CMP_EQ, div, tp_k(b, 0, div));
   tp_hlo_value_t v = tp_hlo_convert(b, in[0], md);
   if (p.backward) { /* the gradient each output spreads over its window */
-    tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, cst(b, &div, 1), div), md);
-    v = tp_hlo_select(b, zero_div, cst(b, &v, 0), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
+    tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, tp_k(b, 1, div), div), md);
+    v = tp_hlo_select(b, zero_div, tp_k(b, 0, v), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
   }
   for (int i = 0; i < p.k; i++) {
     int d = first + i;
     v = window_pass(b, &p, i, d, x->sizes[d], o->sizes[d], v);
   }
   if (!p.backward) {
-    tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, cst(b, &div, 1), div), md);
-    v = tp_hlo_select(b, zero_div, cst(b, &v, 0), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
+    tp_hlo_value_t dv = tp_hlo_convert(b, tp_hlo_select(b, zero_div, tp_k(b, 1, div), div), md);
+    v = tp_hlo_select(b, zero_div, tp_k(b, 0, v), tp_hlo_binary(b, TP_HLO_DIV, v, dv));
   }
   out[0] = tp_hlo_convert(b, v, out_meta[0].dtype);
 }

@@ -43,8 +43,8 @@ tp_hlo_value_t tp_emit_unravel(tp_hlo_builder_t *b, tp_hlo_value_t pos, const in
                                int ndim) {
   int64_t stride = 1;
   for (int i = ndim - 1; i > d; i--) stride *= sizes[i] > 0 ? sizes[i] : 1;
-  tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_DIV, pos, tp_emit_full_like(b, (double)stride, &pos));
-  return tp_hlo_binary(b, TP_HLO_REM, c, tp_emit_full_like(b, (double)(sizes[d] > 0 ? sizes[d] : 1), &c));
+  tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_DIV, pos, tp_k(b, (double)stride, pos));
+  return tp_hlo_binary(b, TP_HLO_REM, c, tp_k(b, (double)(sizes[d] > 0 ? sizes[d] : 1), c));
 }
 
 /* The coordinates of flat positions |pos| ([m] i64) in |shape|: [m, ndim] i64; rows whose
@@ -53,11 +53,11 @@ static tp_hlo_value_t coordinates(tp_hlo_builder_t *b, tp_hlo_value_t pos, const
                                   const int64_t *fill) {
   int64_t m = pos.dims[0], col[2] = {m, 1}, rows[2] = {m, shape->ndim};
   if (shape->ndim == 0 || m == 0) return tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), 2, rows);
-  tp_hlo_value_t past = tp_hlo_compare(b, TP_CMP_GE, pos, tp_emit_full_like(b, (double)tp_meta_numel(shape), &pos));
+  tp_hlo_value_t past = tp_hlo_compare(b, TP_CMP_GE, pos, tp_k(b, (double)tp_meta_numel(shape), pos));
   tp_hlo_value_t parts[TP_MAX_DIMS];
   for (int d = 0; d < shape->ndim; d++) {
     tp_hlo_value_t c = tp_emit_unravel(b, pos, shape->sizes, d, shape->ndim);
-    if (fill) c = tp_hlo_select(b, past, tp_emit_full_like(b, (double)*fill, &c), c);
+    if (fill) c = tp_hlo_select(b, past, tp_k(b, (double)*fill, c), c);
     parts[d] = tp_hlo_reshape(b, c, 2, col);
   }
   return shape->ndim == 1 ? parts[0] : tp_hlo_concatenate(b, parts, shape->ndim, 1);
@@ -65,7 +65,7 @@ static tp_hlo_value_t coordinates(tp_hlo_builder_t *b, tp_hlo_value_t pos, const
 
 static tp_hlo_value_t nonzero_pred(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   if (x.dtype == TP_DTYPE_BOOL) return x;
-  return tp_hlo_compare(b, TP_CMP_NE, x, tp_emit_full_like(b, 0, &x));
+  return tp_hlo_compare(b, TP_CMP_NE, x, tp_k(b, 0, x));
 }
 
 /* The count argument of a TP_OPF_COUNTED call: args[at] when the caller appended one, else NULL
@@ -172,7 +172,7 @@ void tp_emit_compact(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
         return;
       }
       /* Padding rows (past the count) read the last element: the caller drops them. */
-      pos = tp_hlo_binary(b, TP_HLO_MIN, pos, tp_emit_full_like(b, (double)(n - 1), &pos));
+      pos = tp_hlo_binary(b, TP_HLO_MIN, pos, tp_k(b, (double)(n - 1), pos));
       out[0] = tp_hlo_gather_1d(b, vals, pos);
       return;
     }

@@ -111,7 +111,7 @@ static tp_hlo_value_t fft_all(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_fft_
 
 static tp_hlo_value_t scale(tp_hlo_builder_t *b, tp_hlo_value_t x, double factor) {
   if (factor == 1.0) return x;
-  return tp_hlo_binary(b, TP_HLO_MUL, x, tp_emit_full_like(b, factor, &x));
+  return tp_hlo_binary(b, TP_HLO_MUL, x, tp_k(b, factor, x));
 }
 
 void tp_emit_fft(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
@@ -217,9 +217,9 @@ void tp_emit_complex(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
     /* real: pi for negative values, 0 otherwise, NaN kept (CPU's angle) */
     tp_dtype_t md = tp_math_dtype(out_meta->dtype);
     x = tp_hlo_convert(b, x, md);
-    tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+    tp_hlo_value_t zero = tp_k(b, 0, x);
     tp_hlo_value_t r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, zero),
-                                     tp_emit_full_like(b, M_PI, &x), zero);
+                                     tp_k(b, M_PI, x), zero);
     r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, x, x), x, r);
     out[0] = tp_hlo_convert(b, r, out_meta->dtype);
     return;

@@ -1,143 +1,10 @@
-/* Elementwise family: unary, binary and ternary math, comparisons, copy, fill, relu's backward,
- * plus the shared broadcasting and type-promotion helpers. Half types compute in f32 and round
- * once, as PyTorch's CPU kernels do. */
+/* Elementwise family: unary, binary and ternary math, comparisons, copy, fill, relu's backward.
+ * Half types compute in f32 and round once, as PyTorch's CPU kernels do. Broadcasting and type
+ * promotion are common.c's. */
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/families.h"
-
-int tp_norm_dim(int64_t d, int nd) {
-  int64_t lim = nd ? nd : 1; /* a 0-dim tensor accepts dim 0 and -1 */
-  if (d < -lim || d >= lim) return -1;
-  return (int)(d < 0 ? d + lim : d);
-}
-
-void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out) {
-  int n = 0;
-  for (int i = 0; i < x->ndim; i++)
-    if (!mask[i]) out->sizes[n++] = x->sizes[i];
-    else if (keep) out->sizes[n++] = 1;
-  out->ndim = n;
-}
-
-int64_t tp_meta_numel(const tp_meta_t *m) {
-  int64_t n = 1;
-  for (int i = 0; i < m->ndim; i++) n *= m->sizes[i];
-  return n;
-}
-
-static void fmt_sizes(char *buf, size_t n, const tp_meta_t *m) {
-  size_t off = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < m->ndim && off < n; i++)
-    off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)m->sizes[i]);
-  if (off < n) snprintf(buf + off, n - off, "]");
-}
-
-void tp_format_ints(char *buf, size_t n, const int64_t *v, int count) {
-  size_t off = (size_t)snprintf(buf, n, "[");
-  for (int i = 0; i < count && off < n; i++)
-    off += (size_t)snprintf(buf + off, n - off, "%s%lld", i ? ", " : "", (long long)v[i]);
-  if (off < n) snprintf(buf + off, n - off, "]");
-}
-
-tp_status_t *tp_broadcast_shapes(const tp_meta_t *a, const tp_meta_t *b, tp_meta_t *out) {
-  int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-  tp_meta_t r = *a; /* |out| may alias |a| or |b| */
-  for (int i = 0; i < nd; i++) {
-    int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
-    int64_t sa = ia >= 0 ? a->sizes[ia] : 1, sb = ib >= 0 ? b->sizes[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      char x[256], y[256];
-      fmt_sizes(x, sizeof(x), a);
-      fmt_sizes(y, sizeof(y), b);
-      return tp_make_status(TP_INVALID_ARGUMENT,
-                            "The size of tensor a (%lld) must match the size of tensor b (%lld) "
-                            "at non-singleton dimension %d (shapes %s and %s)",
-                            (long long)sa, (long long)sb, i, x, y);
-    }
-    r.sizes[i] = sa == 1 ? sb : sa;
-  }
-  r.ndim = nd;
-  *out = r;
-  return NULL;
-}
-
-static int category(tp_dtype_t t) {
-  return t == TP_DTYPE_BOOL ? 0 : tp_dtype_is_complex(t) ? 3 : tp_dtype_is_float(t) ? 2 : 1;
-}
-
-/* c10's combine_categories: a lower-priority group only matters if its category is higher. */
-static tp_dtype_t combine(tp_dtype_t higher, tp_dtype_t lower) {
-  if (higher == TP_DTYPE_INVALID) return lower;
-  if (lower == TP_DTYPE_INVALID) return higher;
-  if (tp_dtype_is_complex(higher)) return higher;
-  if (tp_dtype_is_complex(lower)) /* a float keeps its width: float32 -> complex64 */
-    return tp_dtype_is_float(higher) ? tp_dtype_to_complex(higher) : lower;
-  if (tp_dtype_is_float(higher)) return higher;
-  if (higher == TP_DTYPE_BOOL || tp_dtype_is_float(lower)) return tp_dtype_promote(higher, lower);
-  return higher;
-}
-
-static tp_dtype_t promote_opt(tp_dtype_t a, tp_dtype_t b) {
-  if (a == TP_DTYPE_INVALID) return b;
-  return tp_dtype_promote(a, b);
-}
-
-tp_dtype_t tp_result_type(const tp_op_arg_t *args, int n) {
-  tp_dtype_t dim = TP_DTYPE_INVALID, zero = TP_DTYPE_INVALID, wrapped = TP_DTYPE_INVALID;
-  for (int i = 0; i < n; i++) {
-    const tp_op_arg_t *a = &args[i];
-    if (a->kind == TP_ARG_TENSOR && a->meta.ndim > 0) {
-      dim = promote_opt(dim, a->meta.dtype);
-    } else if (a->kind == TP_ARG_TENSOR || (a->kind == TP_ARG_SCALAR && !a->wrapped)) {
-      zero = promote_opt(zero, a->meta.dtype); /* 0-dim tensors, host ones included */
-    } else if (a->kind == TP_ARG_SCALAR) {
-      /* Python numbers and Scalar arguments promote by category, at the default types. */
-      int c = category(a->meta.dtype);
-      wrapped = promote_opt(wrapped, c == 3 ? TP_DTYPE_C64 : c == 2 ? TP_DTYPE_F32
-                                     : c == 1 ? TP_DTYPE_I64 : TP_DTYPE_BOOL);
-    }
-  }
-  return combine(dim, combine(zero, wrapped));
-}
-
-tp_status_t *tp_op_check_complex(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
-                                 const tp_meta_t *outs, int n_outs) {
-  bool any = false, bad = false;
-  for (int i = 0; i < n_args; i++)
-    if (args[i].kind == TP_ARG_TENSOR || args[i].kind == TP_ARG_SCALAR) {
-      any = any || tp_dtype_is_complex(args[i].meta.dtype);
-      bad = bad || args[i].meta.dtype == TP_DTYPE_INVALID;
-    }
-  for (int k = 0; k < n_outs; k++) {
-    any = any || tp_dtype_is_complex(outs[k].dtype);
-    bad = bad || outs[k].dtype == TP_DTYPE_INVALID;
-  }
-  if (bad) return tp_make_status(TP_UNIMPLEMENTED, "%s: a type the tpu has no form for", op->name);
-  if (any && !(op->flags & TP_OPF_COMPLEX))
-    return tp_make_status(TP_UNIMPLEMENTED, "%s: no complex lowering", op->name);
-  return NULL;
-}
-
-tp_dtype_t tp_math_dtype(tp_dtype_t t) {
-  return t == TP_DTYPE_BF16 || t == TP_DTYPE_F16 ? TP_DTYPE_F32 : t;
-}
-
-tp_hlo_value_t tp_emit_cast_to(tp_hlo_builder_t *b, tp_hlo_value_t v, const tp_meta_t *meta) {
-  v = tp_hlo_convert(b, v, meta->dtype);
-  return tp_hlo_broadcast_to(b, v, meta->ndim, meta->sizes);
-}
-
-tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
-                                  const tp_meta_t *shape) {
-  tp_meta_t m = *shape;
-  m.dtype = dtype;
-  return tp_emit_cast_to(b, v, &m);
-}
-
-tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like) {
-  return tp_hlo_broadcast_to(b, tp_hlo_constant(b, like->dtype, value), like->ndim, like->dims);
-}
 
 static tp_status_t *need_tensor(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
                                 int i) {
@@ -197,73 +64,59 @@ tp_status_t *tp_infer_unary(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
 static tp_hlo_value_t signbit(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   if (!tp_dtype_is_float(x.dtype)) {
     if (tp_dtype_is_unsigned(x.dtype))
-      return tp_hlo_convert(b, tp_emit_full_like(b, 0, &x), TP_DTYPE_BOOL);
-    return tp_hlo_compare(b, TP_CMP_LT, x, tp_emit_full_like(b, 0, &x));
+      return tp_hlo_convert(b, tp_k(b, 0, x), TP_DTYPE_BOOL);
+    return tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 0, x));
   }
   tp_dtype_t it = x.dtype == TP_DTYPE_F64 ? TP_DTYPE_I64 : x.dtype == TP_DTYPE_F32 ? TP_DTYPE_I32
                                                                                  : TP_DTYPE_I16;
   tp_hlo_value_t bits = tp_hlo_bitcast(b, x, it, x.ndim, x.dims);
-  return tp_hlo_compare(b, TP_CMP_LT, bits, tp_emit_full_like(b, 0, &bits));
-}
-
-static tp_hlo_value_t is_nan(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  return tp_hlo_compare(b, TP_CMP_NE, x, x);
+  return tp_hlo_compare(b, TP_CMP_LT, bits, tp_k(b, 0, bits));
 }
 
 static tp_hlo_value_t trunc_value(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, x, tp_emit_full_like(b, 0, &x));
+  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 0, x));
   return tp_hlo_select(b, neg, tp_hlo_unary(b, TP_HLO_CEIL, x), tp_hlo_unary(b, TP_HLO_FLOOR, x));
 }
 
-/* Helpers of the special functions below; |x| is a float of the math dtype. */
-static tp_hlo_value_t k_like(tp_hlo_builder_t *b, double v, tp_hlo_value_t x) {
-  return tp_emit_full_like(b, v, &x);
-}
-static tp_hlo_value_t mul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_MUL, x, y);
-}
-static tp_hlo_value_t add(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_ADD, x, y);
-}
 
 /* exp(-|x|) * I0(|x|): the power series sum (x^2/4)^k / k!^2 below 12, the asymptotic
  * expansion sum c_k / |x|^k / sqrt(2 pi |x|), c_k = ((2k-1)!!)^2 / (k! 8^k), above; both
  * are within 1e-9 of the true value there. */
 static tp_hlo_value_t bessel_i0e(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, x);
-  tp_hlo_value_t small = tp_hlo_compare(b, TP_CMP_LE, a, k_like(b, 12, a));
-  tp_hlo_value_t as = tp_hlo_select(b, small, a, k_like(b, 12, a)); /* keeps each branch finite */
-  tp_hlo_value_t al = tp_hlo_select(b, small, k_like(b, 12, a), a);
-  tp_hlo_value_t q = mul(b, mul(b, as, as), k_like(b, 0.25, a));
+  tp_hlo_value_t small = tp_hlo_compare(b, TP_CMP_LE, a, tp_k(b, 12, a));
+  tp_hlo_value_t as = tp_hlo_select(b, small, a, tp_k(b, 12, a)); /* keeps each branch finite */
+  tp_hlo_value_t al = tp_hlo_select(b, small, tp_k(b, 12, a), a);
+  tp_hlo_value_t q = tp_mul(b, tp_mul(b, as, as), tp_k(b, 0.25, a));
   /* Both sums in Horner form, 1 + t_1 (1 + t_2 (1 + ...)) with t_k the ratio of consecutive
    * terms: a plain running product of constants could be reassociated into an overflow. */
-  tp_hlo_value_t sum = k_like(b, 1, a);
+  tp_hlo_value_t sum = tp_k(b, 1, a);
   for (int k = 36; k >= 1; k--)
-    sum = add(b, k_like(b, 1, a), mul(b, sum, mul(b, q, k_like(b, 1.0 / ((double)k * k), a))));
-  tp_hlo_value_t series = mul(b, sum, tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_unary(b, TP_HLO_NEG, as)));
-  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, 1, a), al);
-  tp_hlo_value_t asum = k_like(b, 1, a);
+    sum = tp_add(b, tp_k(b, 1, a), tp_mul(b, sum, tp_mul(b, q, tp_k(b, 1.0 / ((double)k * k), a))));
+  tp_hlo_value_t series = tp_mul(b, sum, tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_unary(b, TP_HLO_NEG, as)));
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, a), al);
+  tp_hlo_value_t asum = tp_k(b, 1, a);
   for (int k = 12; k >= 1; k--)
-    asum = add(b, k_like(b, 1, a),
-               mul(b, asum, mul(b, r, k_like(b, (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k), a))));
-  tp_hlo_value_t asym = mul(b, asum, tp_hlo_unary(b, TP_HLO_RSQRT,
-                                                 mul(b, al, k_like(b, 6.283185307179586, a))));
+    asum = tp_add(b, tp_k(b, 1, a),
+               tp_mul(b, asum, tp_mul(b, r, tp_k(b, (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k), a))));
+  tp_hlo_value_t asym = tp_mul(b, asum, tp_hlo_unary(b, TP_HLO_RSQRT,
+                                                 tp_mul(b, al, tp_k(b, 6.283185307179586, a))));
   return tp_hlo_select(b, small, series, asym);
 }
 
 /* exp(x^2) * erfc(x): directly below 5, by the asymptotic series
  * 1/(x sqrt(pi)) * sum (-1)^k (2k-1)!! / (2x^2)^k above (erfc would underflow there). */
 static tp_hlo_value_t erfcx(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t big = tp_hlo_compare(b, TP_CMP_GT, x, k_like(b, 5, x));
-  tp_hlo_value_t xs = tp_hlo_select(b, big, k_like(b, 5, x), x);
-  tp_hlo_value_t xl = tp_hlo_select(b, big, x, k_like(b, 5, x));
-  tp_hlo_value_t direct = mul(b, tp_hlo_unary(b, TP_HLO_EXP, mul(b, xs, xs)),
+  tp_hlo_value_t big = tp_hlo_compare(b, TP_CMP_GT, x, tp_k(b, 5, x));
+  tp_hlo_value_t xs = tp_hlo_select(b, big, tp_k(b, 5, x), x);
+  tp_hlo_value_t xl = tp_hlo_select(b, big, x, tp_k(b, 5, x));
+  tp_hlo_value_t direct = tp_mul(b, tp_hlo_unary(b, TP_HLO_EXP, tp_mul(b, xs, xs)),
                               tp_hlo_unary(b, TP_HLO_ERFC, xs));
-  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, 0.5, x), mul(b, xl, xl));
-  tp_hlo_value_t sum = k_like(b, 1, x);
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 0.5, x), tp_mul(b, xl, xl));
+  tp_hlo_value_t sum = tp_k(b, 1, x);
   for (int k = 12; k >= 1; k--)
-    sum = add(b, k_like(b, 1, x), mul(b, sum, mul(b, r, k_like(b, -(2.0 * k - 1), x))));
-  tp_hlo_value_t asym = tp_hlo_binary(b, TP_HLO_DIV, sum, mul(b, xl, k_like(b, 1.7724538509055160, x)));
+    sum = tp_add(b, tp_k(b, 1, x), tp_mul(b, sum, tp_mul(b, r, tp_k(b, -(2.0 * k - 1), x))));
+  tp_hlo_value_t asym = tp_hlo_binary(b, TP_HLO_DIV, sum, tp_mul(b, xl, tp_k(b, 1.7724538509055160, x)));
   /* erfcx(inf) = 0; the series gives it, but keep NaN and inf exact. */
   return tp_hlo_select(b, big, asym, direct);
 }
@@ -271,87 +124,87 @@ static tp_hlo_value_t erfcx(tp_hlo_builder_t *b, tp_hlo_value_t x) {
 /* log of the standard normal CDF: log1p(-erfc(x/sqrt2)/2), or for x < -1, where that loses
  * everything, log(erfcx(-x/sqrt2)/2) - x^2/2. */
 static tp_hlo_value_t log_ndtr(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t t = mul(b, x, k_like(b, 0.70710678118654752, x));
-  tp_hlo_value_t low = tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, -1, x));
-  tp_hlo_value_t tl = tp_hlo_select(b, low, t, k_like(b, -1, x));
-  tp_hlo_value_t th = tp_hlo_select(b, low, k_like(b, 0, x), t);
+  tp_hlo_value_t t = tp_mul(b, x, tp_k(b, 0.70710678118654752, x));
+  tp_hlo_value_t low = tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, -1, x));
+  tp_hlo_value_t tl = tp_hlo_select(b, low, t, tp_k(b, -1, x));
+  tp_hlo_value_t th = tp_hlo_select(b, low, tp_k(b, 0, x), t);
   tp_hlo_value_t lo = tp_hlo_binary(
       b, TP_HLO_SUB,
-      tp_hlo_unary(b, TP_HLO_LOG, mul(b, erfcx(b, tp_hlo_unary(b, TP_HLO_NEG, tl)), k_like(b, 0.5, x))),
-      mul(b, tl, tl));
+      tp_hlo_unary(b, TP_HLO_LOG, tp_mul(b, erfcx(b, tp_hlo_unary(b, TP_HLO_NEG, tl)), tp_k(b, 0.5, x))),
+      tp_mul(b, tl, tl));
   tp_hlo_value_t hi = tp_hlo_unary(
-      b, TP_HLO_LOG1P, mul(b, tp_hlo_unary(b, TP_HLO_ERFC, th), k_like(b, -0.5, x)));
+      b, TP_HLO_LOG1P, tp_mul(b, tp_hlo_unary(b, TP_HLO_ERFC, th), tp_k(b, -0.5, x)));
   return tp_hlo_select(b, low, lo, hi);
 }
 
 /* PyTorch defines digamma(+-0) = -+inf. */
 static tp_hlo_value_t digamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t inf = tp_hlo_select(b, signbit(b, x), k_like(b, __builtin_inf(), x),
-                                     k_like(b, -__builtin_inf(), x));
-  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 0, x)), inf,
+  tp_hlo_value_t inf = tp_hlo_select(b, signbit(b, x), tp_k(b, __builtin_inf(), x),
+                                     tp_k(b, -__builtin_inf(), x));
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, tp_k(b, 0, x)), inf,
                        tp_hlo_unary(b, TP_HLO_DIGAMMA, x));
 }
 
 /* Hurwitz zeta(x, q) with the CPU kernel's special cases ahead of chlo's series: x == 1 gives
  * inf, x < 1 NaN; q a non-positive integer inf, other q <= 0 NaN unless x is an integer. */
 static tp_hlo_value_t zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t q, int64_t int_x) {
-  tp_hlo_value_t inf = k_like(b, __builtin_inf(), x), nan = k_like(b, __builtin_nan(""), x);
+  tp_hlo_value_t inf = tp_k(b, __builtin_inf(), x), nan = tp_k(b, __builtin_nan(""), x);
   /* As the CPU kernel does, the terms up to q + K > 9 are summed directly, in order (so a
    * negative q's terms cancel as there), then chlo's series takes the tail:
    * zeta(x, q) = sum_{k<K} (q + k)^-x + zeta(x, q + K). q below -16 loses accuracy. */
-  tp_hlo_value_t kq = tp_hlo_unary(b, TP_HLO_CEIL, tp_hlo_binary(b, TP_HLO_SUB, k_like(b, 9, q), q));
-  kq = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, kq, k_like(b, 0, q)), k_like(b, 26, q));
-  tp_hlo_value_t head = k_like(b, 0, q), nx = tp_hlo_unary(b, TP_HLO_NEG, x);
+  tp_hlo_value_t kq = tp_hlo_unary(b, TP_HLO_CEIL, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 9, q), q));
+  kq = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, kq, tp_k(b, 0, q)), tp_k(b, 26, q));
+  tp_hlo_value_t head = tp_k(b, 0, q), nx = tp_hlo_unary(b, TP_HLO_NEG, x);
   for (int k = 0; k < 26; k++) {
-    tp_hlo_value_t base = add(b, q, k_like(b, k, q)), t;
+    tp_hlo_value_t base = tp_add(b, q, tp_k(b, k, q)), t;
     if (int_x > 0) { /* a known integer x (polygamma): exact products, so +-terms cancel */
       tp_hlo_value_t p = base;
-      for (int64_t i = 1; i < int_x; i++) p = mul(b, p, base);
-      t = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, 1, q), p);
+      for (int64_t i = 1; i < int_x; i++) p = tp_mul(b, p, base);
+      t = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, q), p);
     } else {
       t = tp_hlo_binary(b, TP_HLO_POW, base, nx);
     }
-    head = add(b, head, tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, k_like(b, k, q), kq), t,
-                                      k_like(b, 0, q)));
+    head = tp_add(b, head, tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, tp_k(b, k, q), kq), t,
+                                      tp_k(b, 0, q)));
   }
-  tp_hlo_value_t tail = tp_hlo_binary(b, TP_HLO_ZETA, x, add(b, q, kq));
-  tp_hlo_value_t r = add(b, tail, head);
+  tp_hlo_value_t tail = tp_hlo_binary(b, TP_HLO_ZETA, x, tp_add(b, q, kq));
+  tp_hlo_value_t r = tp_add(b, tail, head);
   /* chlo's series is NaN for a huge x. CPU's direct sum stops once a term is negligible: at
    * the sum of the first terms when that is not 0 (+inf where |q + k| < 1 overflowed), and
    * only a sum of 0 goes on into its own series, NaN for that x too. */
-  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, is_nan(b, tail),
-                                     tp_hlo_compare(b, TP_CMP_NE, head, k_like(b, 0, q))),
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, tp_is_nan(b, tail),
+                                     tp_hlo_compare(b, TP_CMP_NE, head, tp_k(b, 0, q))),
                     head, r);
   /* NaN goes into the series; the special cases come before it on CPU, so a NaN x with q a
    * non-positive integer (or -inf) is inf, a NaN q with x <= 1 is NaN or inf. */
-  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, is_nan(b, x), is_nan(b, q)), add(b, x, q), r);
-  tp_hlo_value_t qneg = tp_hlo_compare(b, TP_CMP_LE, q, k_like(b, 0, q));
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, tp_is_nan(b, x), tp_is_nan(b, q)), tp_add(b, x, q), r);
+  tp_hlo_value_t qneg = tp_hlo_compare(b, TP_CMP_LE, q, tp_k(b, 0, q));
   tp_hlo_value_t xint = tp_hlo_compare(b, TP_CMP_EQ, x, tp_hlo_unary(b, TP_HLO_FLOOR, x));
   tp_hlo_value_t qint = tp_hlo_compare(b, TP_CMP_EQ, q, tp_hlo_unary(b, TP_HLO_FLOOR, q));
   r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, tp_hlo_unary(b, TP_HLO_NOT, xint)), nan, r);
   r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, qint), inf, r);
-  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, 1, x)), nan, r);
-  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 1, x)), inf, r);
+  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 1, x)), nan, r);
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, tp_k(b, 1, x)), inf, r);
 }
 
 /* trigamma by reflection below 1/2, six recurrence steps and the asymptotic series, as the
  * CPU kernel computes it (so poles give the same large finite values). */
 static tp_hlo_value_t trigamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t one = k_like(b, 1, x);
-  tp_hlo_value_t refl = tp_hlo_compare(b, TP_CMP_LT, x, k_like(b, 0.5, x));
-  tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_SIN, mul(b, x, k_like(b, 3.14159265358979323846, x)));
-  tp_hlo_value_t r0 = tp_hlo_binary(b, TP_HLO_DIV, k_like(b, -9.8696044010893586, x), mul(b, s, s));
-  tp_hlo_value_t r = tp_hlo_select(b, refl, r0, k_like(b, 0, x));
+  tp_hlo_value_t one = tp_k(b, 1, x);
+  tp_hlo_value_t refl = tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 0.5, x));
+  tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_SIN, tp_mul(b, x, tp_k(b, 3.14159265358979323846, x)));
+  tp_hlo_value_t r0 = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, -9.8696044010893586, x), tp_mul(b, s, s));
+  tp_hlo_value_t r = tp_hlo_select(b, refl, r0, tp_k(b, 0, x));
   tp_hlo_value_t z = tp_hlo_select(b, refl, tp_hlo_binary(b, TP_HLO_SUB, one, x), x);
   for (int i = 0; i < 6; i++) {
-    r = add(b, r, tp_hlo_binary(b, TP_HLO_DIV, one, mul(b, z, z)));
-    z = add(b, z, one);
+    r = tp_add(b, r, tp_hlo_binary(b, TP_HLO_DIV, one, tp_mul(b, z, z)));
+    z = tp_add(b, z, one);
   }
-  tp_hlo_value_t ixx = tp_hlo_binary(b, TP_HLO_DIV, one, mul(b, z, z));
-  tp_hlo_value_t t = mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, k_like(b, 1.0 / 30, x), mul(b, ixx, k_like(b, 1.0 / 42, x))));
-  t = mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, k_like(b, 1.0 / 6, x), t));
-  t = add(b, add(b, one, tp_hlo_binary(b, TP_HLO_DIV, one, mul(b, z, k_like(b, 2, x)))), t);
-  r = add(b, r, tp_hlo_binary(b, TP_HLO_DIV, t, z));
+  tp_hlo_value_t ixx = tp_hlo_binary(b, TP_HLO_DIV, one, tp_mul(b, z, z));
+  tp_hlo_value_t t = tp_mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 1.0 / 30, x), tp_mul(b, ixx, tp_k(b, 1.0 / 42, x))));
+  t = tp_mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 1.0 / 6, x), t));
+  t = tp_add(b, tp_add(b, one, tp_hlo_binary(b, TP_HLO_DIV, one, tp_mul(b, z, tp_k(b, 2, x)))), t);
+  r = tp_add(b, r, tp_hlo_binary(b, TP_HLO_DIV, t, z));
   return tp_hlo_select(b, refl, tp_hlo_unary(b, TP_HLO_NEG, r), r);
 }
 
@@ -362,16 +215,16 @@ tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t 
   if (n == 1) return trigamma(b, x);
   double f = (n % 2) ? 1.0 : -1.0;
   for (int64_t i = 2; i <= n; i++) f *= (double)i;
-  return mul(b, k_like(b, f, x), zeta(b, k_like(b, (double)(n + 1), x), x, n <= 32 ? n + 1 : -1));
+  return tp_mul(b, tp_k(b, f, x), zeta(b, tp_k(b, (double)(n + 1), x), x, n <= 32 ? n + 1 : -1));
 }
 
 /* min(max(x + 3, 0), 6) / 6 */
 static tp_hlo_value_t hardsigmoid(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_MAX, add(b, x, k_like(b, 3, x)), k_like(b, 0, x));
-  r = tp_hlo_binary(b, TP_HLO_MIN, r, k_like(b, 6, x));
-  r = tp_hlo_binary(b, TP_HLO_DIV, r, k_like(b, 6, x));
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_MAX, tp_add(b, x, tp_k(b, 3, x)), tp_k(b, 0, x));
+  r = tp_hlo_binary(b, TP_HLO_MIN, r, tp_k(b, 6, x));
+  r = tp_hlo_binary(b, TP_HLO_DIV, r, tp_k(b, 6, x));
   /* max/min drop NaN on some backends: keep it, as CPU does. */
-  return tp_hlo_select(b, is_nan(b, x), x, r);
+  return tp_hlo_select(b, tp_is_nan(b, x), x, r);
 }
 
 static const tp_hlo_unary_t kDirectUnary[] = {
@@ -394,15 +247,15 @@ static tp_hlo_value_t emit_unary_value(tp_hlo_builder_t *b, tp_unary_t code, tp_
   bool fl = tp_dtype_is_float(x.dtype);
   switch (code) {
     case TP_U_EXP2:
-      return tp_hlo_binary(b, TP_HLO_POW, tp_emit_full_like(b, 2, &x), x);
+      return tp_hlo_binary(b, TP_HLO_POW, tp_k(b, 2, x), x);
     case TP_U_LOG2:
       return tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_LOG, x),
-                           tp_emit_full_like(b, 1.4426950408889634, &x));
+                           tp_k(b, 1.4426950408889634, x));
     case TP_U_LOG10:
       return tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_LOG, x),
-                           tp_emit_full_like(b, 0.43429448190325176, &x));
+                           tp_k(b, 0.43429448190325176, x));
     case TP_U_RECIPROCAL:
-      return tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &x), x);
+      return tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, x), x);
     case TP_U_TRUNC:
       return fl ? trunc_value(b, x) : x;
     case TP_U_FLOOR: case TP_U_CEIL: case TP_U_ROUND:
@@ -412,10 +265,10 @@ static tp_hlo_value_t emit_unary_value(tp_hlo_builder_t *b, tp_unary_t code, tp_
     case TP_U_SIGN:
       if (x.dtype == TP_DTYPE_BOOL) return x;
       if (tp_dtype_is_unsigned(x.dtype))
-        return tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, x, tp_emit_full_like(b, 0, &x)),
+        return tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, x, tp_k(b, 0, x)),
                               x.dtype);
       if (fl) { /* CPU's (0 < x) - (x < 0): 0 for NaN (and +0 for -0), where HLO's sign is NaN */
-        tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+        tp_hlo_value_t zero = tp_k(b, 0, x);
         return tp_hlo_binary(b, TP_HLO_SUB,
                              tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x.dtype),
                              tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_LT, x, zero), x.dtype));
@@ -426,66 +279,66 @@ static tp_hlo_value_t emit_unary_value(tp_hlo_builder_t *b, tp_unary_t code, tp_
     case TP_U_BITWISE_NOT:
       return tp_hlo_unary(b, TP_HLO_NOT, x);
     case TP_U_LOGICAL_NOT:
-      return tp_hlo_compare(b, TP_CMP_EQ, x, tp_emit_full_like(b, 0, &x));
+      return tp_hlo_compare(b, TP_CMP_EQ, x, tp_k(b, 0, x));
     case TP_U_ISNAN:
-      return fl ? is_nan(b, x) : tp_hlo_convert(b, tp_emit_full_like(b, 0, &x), TP_DTYPE_BOOL);
+      return fl ? tp_is_nan(b, x) : tp_hlo_convert(b, tp_k(b, 0, x), TP_DTYPE_BOOL);
     case TP_U_ISINF: case TP_U_ISPOSINF: case TP_U_ISNEGINF:
       return fl ? tp_hlo_unary(b, kDirectUnary[code], x)
-                : tp_hlo_convert(b, tp_emit_full_like(b, 0, &x), TP_DTYPE_BOOL);
+                : tp_hlo_convert(b, tp_k(b, 0, x), TP_DTYPE_BOOL);
     case TP_U_ISFINITE:
       return fl ? tp_hlo_unary(b, TP_HLO_IS_FINITE, x)
-                : tp_hlo_convert(b, tp_emit_full_like(b, 1, &x), TP_DTYPE_BOOL);
+                : tp_hlo_convert(b, tp_k(b, 1, x), TP_DTYPE_BOOL);
     case TP_U_SIGNBIT:
       return signbit(b, x);
     case TP_U_RELU: {
       /* x > 0 ? x : 0, keeping NaN as PyTorch does. */
-      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t zero = tp_k(b, 0, x);
       tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GT, x, zero);
-      if (fl) keep = tp_hlo_binary(b, TP_HLO_OR, keep, is_nan(b, x));
+      if (fl) keep = tp_hlo_binary(b, TP_HLO_OR, keep, tp_is_nan(b, x));
       return tp_hlo_select(b, keep, x, zero);
     }
     case TP_U_ZERO:
-      return tp_emit_full_like(b, 0, &x);
+      return tp_k(b, 0, x);
     case TP_U_SILU:
       return tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_unary(b, TP_HLO_LOGISTIC, x));
     case TP_U_DIGAMMA: return digamma(b, x);
     case TP_U_SINC: {
-      tp_hlo_value_t px = mul(b, x, k_like(b, 3.14159265358979323846, x));
-      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, k_like(b, 0, x)), k_like(b, 1, x),
+      tp_hlo_value_t px = tp_mul(b, x, tp_k(b, 3.14159265358979323846, x));
+      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, tp_k(b, 0, x)), tp_k(b, 1, x),
                            tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_unary(b, TP_HLO_SIN, px), px));
     }
     case TP_U_ENTR: {
-      tp_hlo_value_t zero = k_like(b, 0, x);
-      tp_hlo_value_t r = tp_hlo_unary(b, TP_HLO_NEG, mul(b, x, tp_hlo_unary(b, TP_HLO_LOG, x)));
+      tp_hlo_value_t zero = tp_k(b, 0, x);
+      tp_hlo_value_t r = tp_hlo_unary(b, TP_HLO_NEG, tp_mul(b, x, tp_hlo_unary(b, TP_HLO_LOG, x)));
       r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, zero), zero, r);
-      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, zero), k_like(b, -__builtin_inf(), x), r);
-      return tp_hlo_select(b, is_nan(b, x), x, r);
+      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, zero), tp_k(b, -__builtin_inf(), x), r);
+      return tp_hlo_select(b, tp_is_nan(b, x), x, r);
     }
     case TP_U_I0E: return bessel_i0e(b, x);
     case TP_U_I0: {
       /* exp(|x|) applied in halves, so I0 stays finite as long as it fits the type. */
-      tp_hlo_value_t h = tp_hlo_unary(b, TP_HLO_EXP, mul(b, tp_hlo_unary(b, TP_HLO_ABS, x), k_like(b, 0.5, x)));
-      return mul(b, mul(b, bessel_i0e(b, x), h), h);
+      tp_hlo_value_t h = tp_hlo_unary(b, TP_HLO_EXP, tp_mul(b, tp_hlo_unary(b, TP_HLO_ABS, x), tp_k(b, 0.5, x)));
+      return tp_mul(b, tp_mul(b, bessel_i0e(b, x), h), h);
     }
     case TP_U_I1E: return tp_hlo_unary(b, TP_HLO_BESSEL_I1E, x);
     case TP_U_I1: {
-      tp_hlo_value_t h = tp_hlo_unary(b, TP_HLO_EXP, mul(b, tp_hlo_unary(b, TP_HLO_ABS, x), k_like(b, 0.5, x)));
-      return mul(b, mul(b, tp_hlo_unary(b, TP_HLO_BESSEL_I1E, x), h), h);
+      tp_hlo_value_t h = tp_hlo_unary(b, TP_HLO_EXP, tp_mul(b, tp_hlo_unary(b, TP_HLO_ABS, x), tp_k(b, 0.5, x)));
+      return tp_mul(b, tp_mul(b, tp_hlo_unary(b, TP_HLO_BESSEL_I1E, x), h), h);
     }
     case TP_U_NDTRI:
-      return mul(b, tp_hlo_unary(b, TP_HLO_ERF_INV,
-                                 tp_hlo_binary(b, TP_HLO_SUB, mul(b, x, k_like(b, 2, x)), k_like(b, 1, x))),
-                 k_like(b, 1.4142135623730951, x));
+      return tp_mul(b, tp_hlo_unary(b, TP_HLO_ERF_INV,
+                                 tp_hlo_binary(b, TP_HLO_SUB, tp_mul(b, x, tp_k(b, 2, x)), tp_k(b, 1, x))),
+                 tp_k(b, 1.4142135623730951, x));
     case TP_U_LOG_NDTR: return log_ndtr(b, x);
     case TP_U_ERFCX: return erfcx(b, x);
     case TP_U_HARDSIGMOID: return hardsigmoid(b, x);
-    case TP_U_HARDSWISH: return mul(b, x, hardsigmoid(b, x));
+    case TP_U_HARDSWISH: return tp_mul(b, x, hardsigmoid(b, x));
     case TP_U_MISH: {
       /* x * tanh(softplus(x)), softplus(x) = max(x, 0) + log1p(exp(-|x|)) */
-      tp_hlo_value_t sp = add(b, tp_hlo_binary(b, TP_HLO_MAX, x, k_like(b, 0, x)),
+      tp_hlo_value_t sp = tp_add(b, tp_hlo_binary(b, TP_HLO_MAX, x, tp_k(b, 0, x)),
                               tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP,
                                   tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_unary(b, TP_HLO_ABS, x)))));
-      return mul(b, x, tp_hlo_unary(b, TP_HLO_TANH, sp));
+      return tp_mul(b, x, tp_hlo_unary(b, TP_HLO_TANH, sp));
     }
     default:
       return tp_hlo_unary(b, kDirectUnary[code], x);
@@ -562,7 +415,7 @@ tp_status_t *tp_infer_binary(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
 static tp_hlo_value_t py_remainder(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
   tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_REM, x, y);
   if (tp_dtype_is_unsigned(x.dtype)) return r;
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &r);
+  tp_hlo_value_t zero = tp_k(b, 0, r);
   tp_hlo_value_t fix = tp_hlo_binary(
       b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, r, zero),
       tp_hlo_compare(b, TP_CMP_NE, tp_hlo_compare(b, TP_CMP_LT, r, zero),
@@ -576,7 +429,7 @@ static tp_hlo_value_t py_remainder(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo
  * infinite x is NaN (fmod is), and x finite over y infinite is 0 or -1, never -0 for -1 // inf;
  * and a quotient that rounds up to an integer (1 // 0.1) is not floored one too high. */
 static tp_hlo_value_t floor_div_float(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), one = tp_emit_full_like(b, 1, &x);
+  tp_hlo_value_t zero = tp_k(b, 0, x), one = tp_k(b, 1, x);
   tp_hlo_value_t q = tp_hlo_binary(b, TP_HLO_DIV, x, y);
   tp_hlo_value_t mod = tp_hlo_binary(b, TP_HLO_REM, x, y);
   tp_hlo_value_t div = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_SUB, x, mod), y);
@@ -587,9 +440,9 @@ static tp_hlo_value_t floor_div_float(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_
   div = tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, div, one), div);
   tp_hlo_value_t fl = tp_hlo_unary(b, TP_HLO_FLOOR, div);
   fl = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, tp_hlo_binary(b, TP_HLO_SUB, div, fl),
-                                       tp_emit_full_like(b, 0.5, &x)),
+                                       tp_k(b, 0.5, x)),
                      tp_hlo_binary(b, TP_HLO_ADD, fl, one), fl);
-  tp_hlo_value_t signed_zero = tp_hlo_select(b, signbit(b, q), tp_emit_full_like(b, -0.0, &x), zero);
+  tp_hlo_value_t signed_zero = tp_hlo_select(b, signbit(b, q), tp_k(b, -0.0, x), zero);
   fl = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, div, zero), signed_zero, fl);
   return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, y, zero), q, fl);
 }
@@ -600,13 +453,13 @@ static tp_hlo_value_t floor_div(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_va
   if (tp_dtype_is_float(x.dtype)) return floor_div_float(b, x, y);
   tp_hlo_value_t q = tp_hlo_binary(b, TP_HLO_DIV, x, y);
   if (tp_dtype_is_unsigned(x.dtype)) return q;
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &q);
+  tp_hlo_value_t zero = tp_k(b, 0, q);
   tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_REM, x, y);
   tp_hlo_value_t fix = tp_hlo_binary(
       b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, r, zero),
       tp_hlo_compare(b, TP_CMP_NE, tp_hlo_compare(b, TP_CMP_LT, x, zero),
                      tp_hlo_compare(b, TP_CMP_LT, y, zero)));
-  return tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_emit_full_like(b, 1, &q)), q);
+  return tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_k(b, 1, q)), q);
 }
 
 /* hypot as C's: +inf when either operand is infinite, even against NaN; scaled by the larger
@@ -614,14 +467,14 @@ static tp_hlo_value_t floor_div(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_va
 static tp_hlo_value_t hypot_value(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
   tp_hlo_value_t ax = tp_hlo_unary(b, TP_HLO_ABS, x), ay = tp_hlo_unary(b, TP_HLO_ABS, y);
   tp_hlo_value_t hi = tp_hlo_binary(b, TP_HLO_MAX, ax, ay), lo = tp_hlo_binary(b, TP_HLO_MIN, ax, ay);
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), inf = tp_emit_full_like(b, __builtin_inf(), &x);
+  tp_hlo_value_t zero = tp_k(b, 0, x), inf = tp_k(b, __builtin_inf(), x);
   tp_hlo_value_t t = tp_hlo_binary(b, TP_HLO_DIV, lo, hi);
   tp_hlo_value_t r = tp_hlo_binary(
       b, TP_HLO_MUL, hi,
-      tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(b, TP_HLO_ADD, tp_emit_full_like(b, 1, &x),
+      tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(b, TP_HLO_ADD, tp_k(b, 1, x),
                                                  tp_hlo_binary(b, TP_HLO_MUL, t, t))));
   r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, hi, zero), zero, r);
-  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, is_nan(b, x), is_nan(b, y)), tp_hlo_binary(b, TP_HLO_ADD, x, y), r);
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, tp_is_nan(b, x), tp_is_nan(b, y)), tp_hlo_binary(b, TP_HLO_ADD, x, y), r);
   return tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_EQ, ax, inf),
                                         tp_hlo_compare(b, TP_CMP_EQ, ay, inf)),
                        inf, r);
@@ -648,14 +501,14 @@ static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, t
                                                                : (bl ? TP_HLO_AND : TP_HLO_MIN),
                                        x, y);
       /* NaN in either operand wins, as on CPU. */
-      return fl ? tp_hlo_select(b, is_nan(b, x), x, tp_hlo_select(b, is_nan(b, y), y, m)) : m;
+      return fl ? tp_hlo_select(b, tp_is_nan(b, x), x, tp_hlo_select(b, tp_is_nan(b, y), y, m)) : m;
     }
     case TP_B_FMAX: case TP_B_FMIN: {
       tp_hlo_value_t m = tp_hlo_binary(b, code == TP_B_FMAX ? (bl ? TP_HLO_OR : TP_HLO_MAX)
                                                             : (bl ? TP_HLO_AND : TP_HLO_MIN),
                                        x, y);
       if (!fl) return m;
-      return tp_hlo_select(b, is_nan(b, x), y, tp_hlo_select(b, is_nan(b, y), x, m));
+      return tp_hlo_select(b, tp_is_nan(b, x), y, tp_hlo_select(b, tp_is_nan(b, y), x, m));
     }
     case TP_B_HYPOT: return hypot_value(b, x, y);
     case TP_B_COPYSIGN: {
@@ -679,9 +532,9 @@ static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, t
     case TP_B_GE: return tp_hlo_compare(b, TP_CMP_GE, x, y);
     case TP_B_XLOGY: {
       tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_unary(b, TP_HLO_LOG, y));
-      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t zero = tp_k(b, 0, x);
       tp_hlo_value_t xz = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, x, zero),
-                                        tp_hlo_unary(b, TP_HLO_NOT, is_nan(b, y)));
+                                        tp_hlo_unary(b, TP_HLO_NOT, tp_is_nan(b, y)));
       return tp_hlo_select(b, xz, zero, r);
     }
     case TP_B_NEXTAFTER: return tp_hlo_binary(b, TP_HLO_NEXT_AFTER, x, y);
@@ -691,45 +544,45 @@ static tp_hlo_value_t emit_binary_value(tp_hlo_builder_t *b, tp_binary_t code, t
       bool two = code == TP_B_LOGADDEXP2;
       tp_hlo_value_t m = tp_hlo_binary(b, TP_HLO_MAX, x, y);
       tp_hlo_value_t d = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_unary(b, TP_HLO_ABS, tp_hlo_binary(b, TP_HLO_SUB, x, y)));
-      if (two) d = mul(b, d, k_like(b, 0.69314718055994531, d));
+      if (two) d = tp_mul(b, d, tp_k(b, 0.69314718055994531, d));
       tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, d));
-      if (two) l = mul(b, l, k_like(b, 1.4426950408889634, l));
+      if (two) l = tp_mul(b, l, tp_k(b, 1.4426950408889634, l));
       tp_hlo_value_t same_inf = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, x, y),
                                               tp_hlo_unary(b, TP_HLO_IS_INF, x));
-      tp_hlo_value_t r = tp_hlo_select(b, same_inf, x, add(b, m, l));
-      return tp_hlo_select(b, is_nan(b, x), x, tp_hlo_select(b, is_nan(b, y), y, r));
+      tp_hlo_value_t r = tp_hlo_select(b, same_inf, x, tp_add(b, m, l));
+      return tp_hlo_select(b, tp_is_nan(b, x), x, tp_hlo_select(b, tp_is_nan(b, y), y, r));
     }
     case TP_B_XLOG1PY: {
-      tp_hlo_value_t r = mul(b, x, tp_hlo_unary(b, TP_HLO_LOG1P, y));
-      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t r = tp_mul(b, x, tp_hlo_unary(b, TP_HLO_LOG1P, y));
+      tp_hlo_value_t zero = tp_k(b, 0, x);
       tp_hlo_value_t xz = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, x, zero),
-                                        tp_hlo_unary(b, TP_HLO_NOT, is_nan(b, y)));
+                                        tp_hlo_unary(b, TP_HLO_NOT, tp_is_nan(b, y)));
       return tp_hlo_select(b, xz, zero, r);
     }
     case TP_B_ZETA: return zeta(b, x, y, -1);
     case TP_B_HEAVISIDE: {
-      tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+      tp_hlo_value_t zero = tp_k(b, 0, x);
       tp_hlo_value_t pos = tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x.dtype);
       return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, zero), y, pos);
     }
     case TP_B_HARDSIGMOID_BACKWARD: {
       /* x = grad, y = self: grad / 6 strictly inside (-3, 3), else 0 */
-      tp_hlo_value_t in = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GT, y, k_like(b, -3, y)),
-                                        tp_hlo_compare(b, TP_CMP_LT, y, k_like(b, 3, y)));
-      return tp_hlo_select(b, in, tp_hlo_binary(b, TP_HLO_DIV, x, k_like(b, 6, x)), k_like(b, 0, x));
+      tp_hlo_value_t in = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GT, y, tp_k(b, -3, y)),
+                                        tp_hlo_compare(b, TP_CMP_LT, y, tp_k(b, 3, y)));
+      return tp_hlo_select(b, in, tp_hlo_binary(b, TP_HLO_DIV, x, tp_k(b, 6, x)), tp_k(b, 0, x));
     }
     case TP_B_MISH_BACKWARD: {
       /* grad * (tanh(softplus(x)) + x * sigmoid(x) * (1 - tanh(softplus(x))^2)) */
-      tp_hlo_value_t one = k_like(b, 1, y);
+      tp_hlo_value_t one = tp_k(b, 1, y);
       tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_TANH, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, y)));
-      tp_hlo_value_t d = mul(b, mul(b, y, tp_hlo_unary(b, TP_HLO_LOGISTIC, y)),
-                             tp_hlo_binary(b, TP_HLO_SUB, one, mul(b, t, t)));
-      return mul(b, x, add(b, t, d));
+      tp_hlo_value_t d = tp_mul(b, tp_mul(b, y, tp_hlo_unary(b, TP_HLO_LOGISTIC, y)),
+                             tp_hlo_binary(b, TP_HLO_SUB, one, tp_mul(b, t, t)));
+      return tp_mul(b, x, tp_add(b, t, d));
     }
     case TP_B_HARDSWISH_BACKWARD: {
-      tp_hlo_value_t mid = mul(b, x, add(b, tp_hlo_binary(b, TP_HLO_DIV, y, k_like(b, 3, y)), k_like(b, 0.5, y)));
-      tp_hlo_value_t r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LE, y, k_like(b, 3, y)), mid, x);
-      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, y, k_like(b, -3, y)), k_like(b, 0, x), r);
+      tp_hlo_value_t mid = tp_mul(b, x, tp_add(b, tp_hlo_binary(b, TP_HLO_DIV, y, tp_k(b, 3, y)), tp_k(b, 0.5, y)));
+      tp_hlo_value_t r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LE, y, tp_k(b, 3, y)), mid, x);
+      return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, y, tp_k(b, -3, y)), tp_k(b, 0, x), r);
     }
   }
   return x;
@@ -821,9 +674,9 @@ void tp_emit_ternary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
       if (md == TP_DTYPE_BOOL) break;
       /* A NaN bound makes the result NaN, as on CPU. */
       if (tp_dtype_is_float(md)) {
-        if (lo > 0 && is_value(&args[lo])) r = tp_hlo_select(b, is_nan(b, v[lo]), v[lo], r);
+        if (lo > 0 && is_value(&args[lo])) r = tp_hlo_select(b, tp_is_nan(b, v[lo]), v[lo], r);
         if (hi > 0 && hi < n_args && is_value(&args[hi]))
-          r = tp_hlo_select(b, is_nan(b, v[hi]), v[hi], r);
+          r = tp_hlo_select(b, tp_is_nan(b, v[hi]), v[hi], r);
       }
       break;
     }
@@ -839,9 +692,9 @@ void tp_emit_ternary(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
       /* weight < 0.5 ? self + w * (end - self) : end - (end - self) * (1 - w) */
       tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, v[1], v[0]);
       tp_hlo_value_t w = v[2];
-      tp_hlo_value_t one = tp_emit_full_like(b, 1, &w);
+      tp_hlo_value_t one = tp_k(b, 1, w);
       tp_hlo_value_t small = tp_hlo_compare(b, TP_CMP_LT, tp_hlo_unary(b, TP_HLO_ABS, w),
-                                            tp_emit_full_like(b, 0.5, &w));
+                                            tp_k(b, 0.5, w));
       r = tp_hlo_select(b, small, tp_hlo_binary(b, TP_HLO_ADD, v[0], tp_hlo_binary(b, TP_HLO_MUL, w, d)),
                         tp_hlo_binary(b, TP_HLO_SUB, v[1],
                                       tp_hlo_binary(b, TP_HLO_MUL, d,
@@ -930,6 +783,6 @@ void tp_emit_threshold_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
   tp_hlo_value_t x = tp_emit_cast_shape(b, in[1], md, out_meta);
   tp_hlo_value_t t = tp_emit_cast_shape(b, in[2], md, out_meta);
   tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GT, x, t);
-  out[0] = tp_hlo_convert(b, tp_hlo_select(b, keep, g, tp_emit_full_like(b, 0, &g)),
+  out[0] = tp_hlo_convert(b, tp_hlo_select(b, keep, g, tp_k(b, 0, g)),
                           out_meta->dtype);
 }

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "ops/common.h"
+#include "ops/emit.h"
 #include "ops/op.h"
 
 /* Unary family: what the `code` column of a TP_OP_UNARY row means. */
@@ -227,16 +229,6 @@ tp_hlo_value_t tp_emit_true_positions(tp_hlo_builder_t *b, tp_hlo_value_t pred, 
 /* Coordinate |d| of the flat row-major positions |pos| (i64, any shape) in a shape of |sizes|. */
 tp_hlo_value_t tp_emit_unravel(tp_hlo_builder_t *b, tp_hlo_value_t pos, const int64_t *sizes, int d,
                                int ndim);
-/* Shared by the families. */
-int tp_norm_dim(int64_t d, int ndim); /* wraps a negative dim; -1 when out of range */
-/* Writes |v| as PyTorch prints an int list ("[1, 2, 3]") into |buf| of |n| bytes (elementwise.c). */
-void tp_format_ints(char *buf, size_t n, const int64_t *v, int count);
-/* |out|'s sizes become |x|'s without the dims |mask| marks, or with them as 1 (|keep|). */
-void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out);
-tp_dtype_t tp_math_dtype(tp_dtype_t t); /* f16/bf16 compute in f32 */
-tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
-                                  const tp_meta_t *shape);
-tp_hlo_value_t tp_emit_full_like(tp_hlo_builder_t *b, double value, const tp_hlo_value_t *like);
 /* A user's index tensor (any integer type) into a dim of size |n|, as i64 (index.c). Values
  * outside [-n, n) (|negative_ok|, negatives then count from the end) or [0, n) set the program's
  * check flag: the next synchronizing call raises IndexError naming the op, as CUDA reports its

@@ -48,11 +48,11 @@ void tp_emit_histc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
   /* (x - lo) * bins / (hi - lo), truncated; x == hi goes to the last bin. */
   tp_hlo_value_t pos = tp_hlo_binary(
       b, TP_HLO_DIV,
-      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, lo_n), tp_emit_full_like(b, (double)bins, &x)),
+      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, lo_n), tp_k(b, (double)bins, x)),
       tp_hlo_binary(b, TP_HLO_SUB, hi_n, lo_n));
   tp_hlo_value_t idx = tp_hlo_convert(b, pos, TP_DTYPE_I64);
-  idx = tp_hlo_binary(b, TP_HLO_MIN, idx, tp_emit_full_like(b, (double)(bins - 1), &idx));
-  idx = tp_hlo_select(b, inside, idx, tp_emit_full_like(b, (double)bins, &idx)); /* dropped */
+  idx = tp_hlo_binary(b, TP_HLO_MIN, idx, tp_k(b, (double)(bins - 1), idx));
+  idx = tp_hlo_select(b, inside, idx, tp_k(b, (double)bins, idx)); /* dropped */
   tp_hlo_value_t counts = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[0].dtype, 0), 1, &bins);
   tp_hlo_value_t ones = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[0].dtype, 1), 1, &n);
   out[0] = tp_hlo_scatter_1d_op(b, counts, idx, ones, TP_HLO_ADD);

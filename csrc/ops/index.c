@@ -36,7 +36,7 @@ static tp_hlo_value_t linear_index(tp_hlo_builder_t *b, const tp_meta_t *self, c
     tp_hlo_value_t c = d == dim ? tp_hlo_convert(b, along, TP_DTYPE_I64)
                                 : tp_hlo_iota(b, TP_DTYPE_I64, shape->ndim, shape->sizes, d);
     idx = tp_hlo_binary(b, TP_HLO_ADD, idx,
-                        tp_hlo_binary(b, TP_HLO_MUL, c, tp_emit_full_like(b, (double)st[d], &c)));
+                        tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)st[d], c)));
   }
   return idx;
 }
@@ -54,12 +54,12 @@ static tp_hlo_value_t index_values(tp_hlo_builder_t *b, tp_hlo_value_t index) {
 tp_hlo_value_t tp_emit_checked_index(tp_hlo_builder_t *b, tp_hlo_value_t index, int64_t n,
                                      bool negative_ok) {
   tp_hlo_value_t iv = index_values(b, index);
-  tp_hlo_value_t hi = tp_emit_full_like(b, (double)n, &iv);
+  tp_hlo_value_t hi = tp_k(b, (double)n, iv);
   tp_hlo_check(b, tp_hlo_binary(b, TP_HLO_OR,
-                                tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, negative_ok ? -(double)n : 0, &iv)),
+                                tp_hlo_compare(b, TP_CMP_LT, iv, tp_k(b, negative_ok ? -(double)n : 0, iv)),
                                 tp_hlo_compare(b, TP_CMP_GE, iv, hi)));
   if (!negative_ok) return iv;
-  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_emit_full_like(b, 0, &iv));
+  tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_k(b, 0, iv));
   return tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, hi), iv);
 }
 
@@ -206,7 +206,7 @@ static tp_hlo_value_t index_positions(tp_hlo_builder_t *b, const tp_op_arg_t *ar
       if (od == l.at) od += l.nb;
       c = tp_hlo_iota(b, TP_DTYPE_I64, pos->ndim, pos->sizes, od++);
     }
-    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_emit_full_like(b, (double)stv[d], &c)));
+    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stv[d], c)));
   }
   return lin;
 }
@@ -525,8 +525,8 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[1]), 1, &n);
       int64_t bd0 = 0;
       tp_hlo_value_t rows = tp_hlo_broadcast_in_dim(b, iv, 2, gs, &bd0);
-      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_NE, rows, tp_emit_full_like(b, (double)args[3].i, &rows));
-      g = tp_hlo_select(b, keep, g, tp_emit_full_like(b, 0, &g));
+      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_NE, rows, tp_k(b, (double)args[3].i, rows));
+      g = tp_hlo_select(b, keep, g, tp_k(b, 0, g));
       tp_meta_t table = {.dtype = md, .ndim = 2, .sizes = {om->sizes[0], d}};
       tp_meta_t pos = {.dtype = md, .ndim = 2, .sizes = {n, d}};
       tp_hlo_value_t idx = linear_index(b, &table, &pos, 0, rows);
@@ -648,9 +648,9 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       tp_hlo_value_t row = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 2);
       tp_hlo_value_t col = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 1);
       tp_hlo_value_t diff = tp_hlo_binary(b, TP_HLO_SUB, col, row);
-      tp_hlo_value_t kk = tp_emit_full_like(b, (double)k, &diff);
+      tp_hlo_value_t kk = tp_k(b, (double)k, diff);
       tp_hlo_value_t keep = tp_hlo_compare(b, op->code == TP_X_TRIL ? TP_CMP_LE : TP_CMP_GE, diff, kk);
-      out[0] = tp_hlo_select(b, keep, x, tp_emit_full_like(b, 0, &x));
+      out[0] = tp_hlo_select(b, keep, x, tp_k(b, 0, x));
       return;
     }
     case TP_X_PAD: {
@@ -856,8 +856,8 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
     tp_hlo_value_t c0 = tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, include_self ? 1 : 0), x.ndim, x.dims);
     tp_hlo_value_t ones = tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, 1), upd.ndim, upd.dims);
     tp_hlo_value_t cnt = tp_hlo_scatter_1d_op(b, c0, idx, ones, TP_HLO_ADD);
-    tp_hlo_value_t zero = tp_emit_full_like(b, 0, &cnt);
-    cnt = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, cnt, zero), tp_emit_full_like(b, 1, &cnt), cnt);
+    tp_hlo_value_t zero = tp_k(b, 0, cnt);
+    cnt = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, cnt, zero), tp_k(b, 1, cnt), cnt);
     if (tp_dtype_is_float(dt)) {
       tp_dtype_t md = tp_math_dtype(dt);
       r = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_convert(b, r, md), tp_hlo_convert(b, cnt, md)), dt);
@@ -866,7 +866,7 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
       tp_hlo_value_t fix = tp_hlo_binary(
           b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_NE, tp_hlo_binary(b, TP_HLO_REM, r, cnt), zero),
           tp_hlo_compare(b, TP_CMP_LT, r, zero));
-      r = tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_emit_full_like(b, 1, &q)), q);
+      r = tp_hlo_select(b, fix, tp_hlo_binary(b, TP_HLO_SUB, q, tp_k(b, 1, q)), q);
     }
   }
   out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);

@@ -54,7 +54,7 @@ static tp_hlo_value_t scale_add(tp_hlo_builder_t *b, const tp_op_arg_t *args, in
   tp_hlo_value_t s = tp_emit_cast_to(b, in[self_i], &m);
   if (n_args > scal_i && args[scal_i].kind == TP_ARG_SCALAR) {
     tp_hlo_value_t beta = tp_emit_cast_to(b, in[scal_i], &m);
-    tp_hlo_value_t zero = tp_emit_full_like(b, 0, &p);
+    tp_hlo_value_t zero = tp_k(b, 0, p);
     s = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, beta, zero), tp_hlo_binary(b, TP_HLO_MUL, s, beta),
                       zero);
   }

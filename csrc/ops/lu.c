@@ -29,20 +29,6 @@ static tp_hlo_value_t spread(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim, co
   return tp_hlo_broadcast_in_dim(b, x, ndim, dims, map);
 }
 
-static tp_hlo_value_t sel(tp_hlo_builder_t *b, tp_hlo_value_t p, tp_hlo_value_t t,
-                          tp_hlo_value_t f) {
-  return tp_hlo_select(b, p, t, f);
-}
-
-static tp_hlo_value_t bin(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x,
-                          tp_hlo_value_t y) {
-  return tp_hlo_binary(b, op, x, y);
-}
-
-static tp_hlo_value_t cmp(tp_hlo_builder_t *b, tp_hlo_cmp_t d, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_compare(b, d, x, y);
-}
-
 static tp_hlo_value_t reduce1(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
                               double init, int64_t dim) {
   return tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, init), op, 1, &dim);
@@ -112,52 +98,52 @@ static void emit_getrf(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t *ou
   tp_hlo_value_t cols3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2);
   tp_hlo_value_t init[4] = {ci(b, 0), a, piv, info}, s[4], res[4];
   tp_hlo_while_begin(b, init, 4, s);
-  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
   tp_hlo_value_t kk = s[0], A = s[1];
   tp_hlo_value_t k2 = tp_hlo_broadcast_to(b, kk, 2, d2), k3 = tp_hlo_broadcast_to(b, kk, 3, d3);
   /* Pivot: the first row >= k of largest magnitude (NaN never wins, as in isamax after the
    * first entry; a column of NaN keeps row k). */
-  tp_hlo_value_t cand = sel(b, cmp(b, TP_CMP_GE, rows2, k2), tp_hlo_unary(b, TP_HLO_ABS, column(b, A, kk)),
+  tp_hlo_value_t cand = tp_sel(b, tp_cmp(b, TP_CMP_GE, rows2, k2), tp_hlo_unary(b, TP_HLO_ABS, column(b, A, kk)),
                             fill(b, dt, -1, 2, d2));
   tp_hlo_value_t maxv = reduce1(b, cand, TP_HLO_MAX, -1, 1);
-  tp_hlo_value_t hit = cmp(b, TP_CMP_EQ, cand, spread(b, maxv, 2, d2, &m0));
-  tp_hlo_value_t p = tp_hlo_reduce(b, sel(b, hit, rows2, fill(b, TP_DTYPE_I32, (double)m, 2, d2)),
+  tp_hlo_value_t hit = tp_cmp(b, TP_CMP_EQ, cand, spread(b, maxv, 2, d2, &m0));
+  tp_hlo_value_t p = tp_hlo_reduce(b, tp_sel(b, hit, rows2, fill(b, TP_DTYPE_I32, (double)m, 2, d2)),
                                    ci(b, m), TP_HLO_MIN, 1, (const int64_t[]){1});
   tp_hlo_value_t kb = tp_hlo_broadcast_to(b, kk, 1, &bt);
-  p = sel(b, cmp(b, TP_CMP_EQ, p, fill(b, TP_DTYPE_I32, (double)m, 1, &bt)), kb, p);
+  p = tp_sel(b, tp_cmp(b, TP_CMP_EQ, p, fill(b, TP_DTYPE_I32, (double)m, 1, &bt)), kb, p);
   /* Swap rows k and p. */
-  tp_hlo_value_t is_p = cmp(b, TP_CMP_EQ, rows3, spread(b, p, 3, d3, &m0));
-  tp_hlo_value_t is_k = cmp(b, TP_CMP_EQ, rows3, k3);
-  tp_hlo_value_t rowp = reduce1(b, sel(b, is_p, A, fill(b, dt, 0, 3, d3)), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t is_p = tp_cmp(b, TP_CMP_EQ, rows3, spread(b, p, 3, d3, &m0));
+  tp_hlo_value_t is_k = tp_cmp(b, TP_CMP_EQ, rows3, k3);
+  tp_hlo_value_t rowp = reduce1(b, tp_sel(b, is_p, A, fill(b, dt, 0, 3, d3)), TP_HLO_ADD, 0, 1);
   tp_hlo_value_t rowk = row(b, A, kk);
-  A = sel(b, is_k, spread(b, rowp, 3, d3, m02), sel(b, is_p, spread(b, rowk, 3, d3, m02), A));
+  A = tp_sel(b, is_k, spread(b, rowp, 3, d3, m02), tp_sel(b, is_p, spread(b, rowk, 3, d3, m02), A));
   tp_hlo_value_t one_i = tp_hlo_broadcast_to(b, ci(b, 1), 1, &bt);
   int64_t d1[2] = {bt, 1};
   tp_hlo_value_t pst[2] = {ci(b, 0), kk};
   tp_hlo_value_t npiv = tp_hlo_dynamic_update_slice(
-      b, s[2], tp_hlo_reshape(b, bin(b, TP_HLO_ADD, p, one_i), 2, d1), pst);
+      b, s[2], tp_hlo_reshape(b, tp_bin(b, TP_HLO_ADD, p, one_i), 2, d1), pst);
   /* info: the first zero pivot. */
   tp_hlo_value_t urow = row(b, A, kk);
   tp_hlo_value_t d = entry(b, urow, kk);
-  tp_hlo_value_t dz = cmp(b, TP_CMP_EQ, d, fill(b, dt, 0, 1, &bt));
+  tp_hlo_value_t dz = tp_cmp(b, TP_CMP_EQ, d, fill(b, dt, 0, 1, &bt));
   tp_hlo_value_t first = tp_hlo_binary(b, TP_HLO_AND, dz,
-                                       cmp(b, TP_CMP_EQ, s[3], fill(b, TP_DTYPE_I32, 0, 1, &bt)));
-  tp_hlo_value_t ninfo = sel(b, first, bin(b, TP_HLO_ADD, kb, one_i), s[3]);
+                                       tp_cmp(b, TP_CMP_EQ, s[3], fill(b, TP_DTYPE_I32, 0, 1, &bt)));
+  tp_hlo_value_t ninfo = tp_sel(b, first, tp_bin(b, TP_HLO_ADD, kb, one_i), s[3]);
   /* Multipliers: times the reciprocal, or divided when it would overflow; none for a zero pivot
    * (the column below is zero then). */
   tp_hlo_value_t col = column(b, A, kk);
   tp_hlo_value_t dd = spread(b, d, 2, d2, &m0);
-  tp_hlo_value_t l = bin(b, TP_HLO_MUL, col, bin(b, TP_HLO_DIV, fill(b, dt, 1, 2, d2), dd));
-  tp_hlo_value_t small = cmp(b, TP_CMP_LT, tp_hlo_unary(b, TP_HLO_ABS, dd), fill(b, dt, sfmin, 2, d2));
-  l = sel(b, small, bin(b, TP_HLO_DIV, col, dd), l);
-  l = sel(b, cmp(b, TP_CMP_EQ, dd, fill(b, dt, 0, 2, d2)), col, l);
+  tp_hlo_value_t l = tp_bin(b, TP_HLO_MUL, col, tp_bin(b, TP_HLO_DIV, fill(b, dt, 1, 2, d2), dd));
+  tp_hlo_value_t small = tp_cmp(b, TP_CMP_LT, tp_hlo_unary(b, TP_HLO_ABS, dd), fill(b, dt, sfmin, 2, d2));
+  l = tp_sel(b, small, tp_bin(b, TP_HLO_DIV, col, dd), l);
+  l = tp_sel(b, tp_cmp(b, TP_CMP_EQ, dd, fill(b, dt, 0, 2, d2)), col, l);
   tp_hlo_value_t L3 = spread(b, l, 3, d3, m01), U3 = spread(b, urow, 3, d3, m02);
-  tp_hlo_value_t below = cmp(b, TP_CMP_GT, rows3, k3);
-  tp_hlo_value_t right = cmp(b, TP_CMP_GT, cols3, k3), on = cmp(b, TP_CMP_EQ, cols3, k3);
-  tp_hlo_value_t upd = bin(b, TP_HLO_SUB, A, bin(b, TP_HLO_MUL, L3, U3));
-  A = sel(b, tp_hlo_binary(b, TP_HLO_AND, below, right), upd,
-          sel(b, tp_hlo_binary(b, TP_HLO_AND, below, on), L3, A));
-  tp_hlo_value_t next[4] = {bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, npiv, ninfo};
+  tp_hlo_value_t below = tp_cmp(b, TP_CMP_GT, rows3, k3);
+  tp_hlo_value_t right = tp_cmp(b, TP_CMP_GT, cols3, k3), on = tp_cmp(b, TP_CMP_EQ, cols3, k3);
+  tp_hlo_value_t upd = tp_bin(b, TP_HLO_SUB, A, tp_bin(b, TP_HLO_MUL, L3, U3));
+  A = tp_sel(b, tp_hlo_binary(b, TP_HLO_AND, below, right), upd,
+          tp_sel(b, tp_hlo_binary(b, TP_HLO_AND, below, on), L3, A));
+  tp_hlo_value_t next[4] = {tp_bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, npiv, ninfo};
   tp_hlo_while_end(b, next, res);
   *out_lu = res[1], *out_piv = res[2], *out_info = res[3];
 }
@@ -170,16 +156,16 @@ static tp_hlo_value_t emit_perm(tp_hlo_builder_t *b, tp_hlo_value_t piv, int64_t
   if (k == 0 || bt == 0 || m == 0) return rows2;
   tp_hlo_value_t init[2] = {ci(b, 0), rows2}, s[2], res[2];
   tp_hlo_while_begin(b, init, 2, s);
-  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
   tp_hlo_value_t j = s[0], perm = s[1];
-  tp_hlo_value_t p = bin(b, TP_HLO_SUB, entry(b, piv, j), tp_hlo_broadcast_to(b, ci(b, 1), 1, &bt));
+  tp_hlo_value_t p = tp_bin(b, TP_HLO_SUB, entry(b, piv, j), tp_hlo_broadcast_to(b, ci(b, 1), 1, &bt));
   tp_hlo_value_t at_j = entry(b, perm, j);
-  tp_hlo_value_t is_p = cmp(b, TP_CMP_EQ, rows2, spread(b, p, 2, d2, &m0));
-  tp_hlo_value_t at_p = tp_hlo_reduce(b, sel(b, is_p, perm, fill(b, TP_DTYPE_I32, 0, 2, d2)),
+  tp_hlo_value_t is_p = tp_cmp(b, TP_CMP_EQ, rows2, spread(b, p, 2, d2, &m0));
+  tp_hlo_value_t at_p = tp_hlo_reduce(b, tp_sel(b, is_p, perm, fill(b, TP_DTYPE_I32, 0, 2, d2)),
                                       ci(b, 0), TP_HLO_ADD, 1, (const int64_t[]){1});
-  tp_hlo_value_t is_j = cmp(b, TP_CMP_EQ, rows2, tp_hlo_broadcast_to(b, j, 2, d2));
-  perm = sel(b, is_j, spread(b, at_p, 2, d2, &m0), sel(b, is_p, spread(b, at_j, 2, d2, &m0), perm));
-  tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, j, ci(b, 1)), perm};
+  tp_hlo_value_t is_j = tp_cmp(b, TP_CMP_EQ, rows2, tp_hlo_broadcast_to(b, j, 2, d2));
+  perm = tp_sel(b, is_j, spread(b, at_p, 2, d2, &m0), tp_sel(b, is_p, spread(b, at_j, 2, d2, &m0), perm));
+  tp_hlo_value_t next[2] = {tp_bin(b, TP_HLO_ADD, j, ci(b, 1)), perm};
   tp_hlo_while_end(b, next, res);
   return res[1];
 }
@@ -188,10 +174,10 @@ static tp_hlo_value_t emit_perm(tp_hlo_builder_t *b, tp_hlo_value_t piv, int64_t
 static tp_hlo_value_t invert_perm(tp_hlo_builder_t *b, tp_hlo_value_t perm) {
   int64_t d3[3] = {perm.dims[0], perm.dims[1], perm.dims[1]};
   const int64_t m01[2] = {0, 1};
-  tp_hlo_value_t hit = cmp(b, TP_CMP_EQ, spread(b, perm, 3, d3, m01),
+  tp_hlo_value_t hit = tp_cmp(b, TP_CMP_EQ, spread(b, perm, 3, d3, m01),
                            tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2));
   tp_hlo_value_t i = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1);
-  return tp_hlo_reduce(b, sel(b, hit, i, fill(b, TP_DTYPE_I32, 0, 3, d3)), ci(b, 0), TP_HLO_ADD, 1,
+  return tp_hlo_reduce(b, tp_sel(b, hit, i, fill(b, TP_DTYPE_I32, 0, 3, d3)), ci(b, 0), TP_HLO_ADD, 1,
                        (const int64_t[]){1});
 }
 
@@ -202,8 +188,8 @@ static tp_hlo_value_t gather_rows(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_
   tp_hlo_value_t bi = tp_hlo_iota(b, TP_DTYPE_I64, 3, x.dims, 0);
   tp_hlo_value_t ji = tp_hlo_iota(b, TP_DTYPE_I64, 3, x.dims, 2);
   tp_hlo_value_t pi = tp_hlo_convert(b, spread(b, perm, 3, x.dims, m01), TP_DTYPE_I64);
-  tp_hlo_value_t idx = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, bi, fill(b, TP_DTYPE_I64, (double)n, 3, x.dims)), pi);
-  idx = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, idx, fill(b, TP_DTYPE_I64, (double)c, 3, x.dims)), ji);
+  tp_hlo_value_t idx = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, bi, fill(b, TP_DTYPE_I64, (double)n, 3, x.dims)), pi);
+  idx = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, idx, fill(b, TP_DTYPE_I64, (double)c, 3, x.dims)), ji);
   return tp_hlo_gather_1d(b, tp_hlo_reshape(b, x, 1, &total), idx);
 }
 
@@ -241,15 +227,15 @@ static tp_hlo_value_t solve_side(tp_hlo_builder_t *b, tp_hlo_value_t lu, tp_hlo_
 
 /* det's sign from pivots [bt, k]: (-1)^(number of interchanges), in |dt|. */
 static tp_hlo_value_t pivots_sign(tp_hlo_builder_t *b, tp_hlo_value_t piv, tp_dtype_t dt) {
-  tp_hlo_value_t pos = bin(b, TP_HLO_ADD, tp_hlo_iota(b, TP_DTYPE_I32, 2, piv.dims, 1),
+  tp_hlo_value_t pos = tp_bin(b, TP_HLO_ADD, tp_hlo_iota(b, TP_DTYPE_I32, 2, piv.dims, 1),
                            fill(b, TP_DTYPE_I32, 1, 2, piv.dims));
   tp_hlo_value_t swaps = tp_hlo_reduce(
-      b, sel(b, cmp(b, TP_CMP_NE, pos, piv), fill(b, TP_DTYPE_I32, 1, 2, piv.dims),
+      b, tp_sel(b, tp_cmp(b, TP_CMP_NE, pos, piv), fill(b, TP_DTYPE_I32, 1, 2, piv.dims),
              fill(b, TP_DTYPE_I32, 0, 2, piv.dims)),
       ci(b, 0), TP_HLO_ADD, 1, (const int64_t[]){1});
-  tp_hlo_value_t odd = bin(b, TP_HLO_REM, swaps, fill(b, TP_DTYPE_I32, 2, 1, swaps.dims));
-  tp_hlo_value_t s = bin(b, TP_HLO_SUB, fill(b, TP_DTYPE_I32, 1, 1, odd.dims),
-                         bin(b, TP_HLO_MUL, odd, fill(b, TP_DTYPE_I32, 2, 1, odd.dims)));
+  tp_hlo_value_t odd = tp_bin(b, TP_HLO_REM, swaps, fill(b, TP_DTYPE_I32, 2, 1, swaps.dims));
+  tp_hlo_value_t s = tp_bin(b, TP_HLO_SUB, fill(b, TP_DTYPE_I32, 1, 1, odd.dims),
+                         tp_bin(b, TP_HLO_MUL, odd, fill(b, TP_DTYPE_I32, 2, 1, odd.dims)));
   return tp_hlo_convert(b, s, dt);
 }
 
@@ -257,7 +243,7 @@ static tp_hlo_value_t pivots_sign(tp_hlo_builder_t *b, tp_hlo_value_t piv, tp_dt
 static tp_hlo_value_t diagonal(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   tp_hlo_value_t r = tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1);
   tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2);
-  return reduce1(b, sel(b, cmp(b, TP_CMP_EQ, r, c), x, fill(b, x.dtype, 0, 3, x.dims)), TP_HLO_ADD,
+  return reduce1(b, tp_sel(b, tp_cmp(b, TP_CMP_EQ, r, c), x, fill(b, x.dtype, 0, 3, x.dims)), TP_HLO_ADD,
                  0, 2);
 }
 
@@ -265,10 +251,10 @@ static tp_hlo_value_t diagonal(tp_hlo_builder_t *b, tp_hlo_value_t x) {
 static tp_hlo_value_t band(tp_hlo_builder_t *b, tp_hlo_value_t x, bool upper, int64_t off) {
   tp_hlo_value_t r = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 2);
   tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 1);
-  tp_hlo_value_t diff = bin(b, TP_HLO_SUB, c, r);
-  tp_hlo_value_t keep = cmp(b, upper ? TP_CMP_GE : TP_CMP_LE, diff,
+  tp_hlo_value_t diff = tp_bin(b, TP_HLO_SUB, c, r);
+  tp_hlo_value_t keep = tp_cmp(b, upper ? TP_CMP_GE : TP_CMP_LE, diff,
                             fill(b, TP_DTYPE_I64, (double)off, x.ndim, x.dims));
-  return sel(b, keep, x, fill(b, x.dtype, 0, x.ndim, x.dims));
+  return tp_sel(b, keep, x, fill(b, x.dtype, 0, x.ndim, x.dims));
 }
 
 /* ---- QR ---- */
@@ -290,45 +276,45 @@ static void emit_geqrf(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t *ou
   tp_hlo_value_t cols3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2);
   tp_hlo_value_t init[3] = {ci(b, 0), a, tau}, s[3], res[3];
   tp_hlo_while_begin(b, init, 3, s);
-  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
   tp_hlo_value_t kk = s[0], A = s[1];
   tp_hlo_value_t k2 = tp_hlo_broadcast_to(b, kk, 2, d2), k3 = tp_hlo_broadcast_to(b, kk, 3, d3);
   tp_hlo_value_t col = column(b, A, kk);
   tp_hlo_value_t zero2 = fill(b, dt, 0, 2, d2), zero1 = fill(b, dt, 0, 1, &bt);
-  tp_hlo_value_t below2 = cmp(b, TP_CMP_GT, rows2, k2);
-  tp_hlo_value_t x = sel(b, below2, col, zero2);
-  tp_hlo_value_t xnorm = tp_hlo_unary(b, TP_HLO_SQRT, reduce1(b, bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1));
+  tp_hlo_value_t below2 = tp_cmp(b, TP_CMP_GT, rows2, k2);
+  tp_hlo_value_t x = tp_sel(b, below2, col, zero2);
+  tp_hlo_value_t xnorm = tp_hlo_unary(b, TP_HLO_SQRT, reduce1(b, tp_bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1));
   tp_hlo_value_t alpha = entry(b, col, kk);
   /* beta = -sign(alpha) * hypot(alpha, xnorm), the hypot as lapy2 forms it. */
   tp_hlo_value_t aa = tp_hlo_unary(b, TP_HLO_ABS, alpha);
-  tp_hlo_value_t w = bin(b, TP_HLO_MAX, aa, xnorm), z = bin(b, TP_HLO_MIN, aa, xnorm);
-  tp_hlo_value_t q = bin(b, TP_HLO_DIV, z, w);
+  tp_hlo_value_t w = tp_bin(b, TP_HLO_MAX, aa, xnorm), z = tp_bin(b, TP_HLO_MIN, aa, xnorm);
+  tp_hlo_value_t q = tp_bin(b, TP_HLO_DIV, z, w);
   tp_hlo_value_t one1 = fill(b, dt, 1, 1, &bt);
-  tp_hlo_value_t hyp = bin(b, TP_HLO_MUL, w, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one1, bin(b, TP_HLO_MUL, q, q))));
-  hyp = sel(b, cmp(b, TP_CMP_EQ, z, zero1), w, hyp);
-  tp_hlo_value_t beta = sel(b, cmp(b, TP_CMP_GE, alpha, zero1), tp_hlo_unary(b, TP_HLO_NEG, hyp), hyp);
-  tp_hlo_value_t trivial = cmp(b, TP_CMP_EQ, xnorm, zero1);
-  tp_hlo_value_t t = sel(b, trivial, zero1, bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, beta, alpha), beta));
-  beta = sel(b, trivial, alpha, beta);
-  tp_hlo_value_t scale = bin(b, TP_HLO_DIV, one1, bin(b, TP_HLO_SUB, alpha, beta));
-  tp_hlo_value_t vlow = sel(b, spread(b, trivial, 2, d2, &m0), x,
-                            bin(b, TP_HLO_MUL, x, spread(b, scale, 2, d2, &m0)));
-  tp_hlo_value_t is_k2 = cmp(b, TP_CMP_EQ, rows2, k2);
-  tp_hlo_value_t v = sel(b, is_k2, fill(b, dt, 1, 2, d2), vlow); /* zero above k */
+  tp_hlo_value_t hyp = tp_bin(b, TP_HLO_MUL, w, tp_hlo_unary(b, TP_HLO_SQRT, tp_bin(b, TP_HLO_ADD, one1, tp_bin(b, TP_HLO_MUL, q, q))));
+  hyp = tp_sel(b, tp_cmp(b, TP_CMP_EQ, z, zero1), w, hyp);
+  tp_hlo_value_t beta = tp_sel(b, tp_cmp(b, TP_CMP_GE, alpha, zero1), tp_hlo_unary(b, TP_HLO_NEG, hyp), hyp);
+  tp_hlo_value_t trivial = tp_cmp(b, TP_CMP_EQ, xnorm, zero1);
+  tp_hlo_value_t t = tp_sel(b, trivial, zero1, tp_bin(b, TP_HLO_DIV, tp_bin(b, TP_HLO_SUB, beta, alpha), beta));
+  beta = tp_sel(b, trivial, alpha, beta);
+  tp_hlo_value_t scale = tp_bin(b, TP_HLO_DIV, one1, tp_bin(b, TP_HLO_SUB, alpha, beta));
+  tp_hlo_value_t vlow = tp_sel(b, spread(b, trivial, 2, d2, &m0), x,
+                            tp_bin(b, TP_HLO_MUL, x, spread(b, scale, 2, d2, &m0)));
+  tp_hlo_value_t is_k2 = tp_cmp(b, TP_CMP_EQ, rows2, k2);
+  tp_hlo_value_t v = tp_sel(b, is_k2, fill(b, dt, 1, 2, d2), vlow); /* zero above k */
   /* Apply H = I - tau v v^T to the columns right of k: A -= v (tau v^T A). */
   const int64_t bd = 0, vc = 1, ac = 1;
   tp_hlo_value_t wv = tp_hlo_dot_general(b, v, A, 1, &bd, &bd, 1, &vc, &ac, dt); /* [bt, n] */
-  tp_hlo_value_t tw = bin(b, TP_HLO_MUL, spread(b, tp_hlo_unary(b, TP_HLO_NEG, t), 2, (int64_t[]){bt, n}, &m0), wv);
-  tp_hlo_value_t upd = bin(b, TP_HLO_ADD, A, bin(b, TP_HLO_MUL, spread(b, v, 3, d3, m01), spread(b, tw, 3, d3, m02)));
-  tp_hlo_value_t right = cmp(b, TP_CMP_GT, cols3, k3), on = cmp(b, TP_CMP_EQ, cols3, k3);
-  tp_hlo_value_t lower = cmp(b, TP_CMP_GE, rows3, k3);
-  tp_hlo_value_t newcol = sel(b, is_k2, spread(b, beta, 2, d2, &m0), sel(b, below2, vlow, col));
-  A = sel(b, tp_hlo_binary(b, TP_HLO_AND, lower, right), upd,
-          sel(b, on, spread(b, newcol, 3, d3, m01), A));
+  tp_hlo_value_t tw = tp_bin(b, TP_HLO_MUL, spread(b, tp_hlo_unary(b, TP_HLO_NEG, t), 2, (int64_t[]){bt, n}, &m0), wv);
+  tp_hlo_value_t upd = tp_bin(b, TP_HLO_ADD, A, tp_bin(b, TP_HLO_MUL, spread(b, v, 3, d3, m01), spread(b, tw, 3, d3, m02)));
+  tp_hlo_value_t right = tp_cmp(b, TP_CMP_GT, cols3, k3), on = tp_cmp(b, TP_CMP_EQ, cols3, k3);
+  tp_hlo_value_t lower = tp_cmp(b, TP_CMP_GE, rows3, k3);
+  tp_hlo_value_t newcol = tp_sel(b, is_k2, spread(b, beta, 2, d2, &m0), tp_sel(b, below2, vlow, col));
+  A = tp_sel(b, tp_hlo_binary(b, TP_HLO_AND, lower, right), upd,
+          tp_sel(b, on, spread(b, newcol, 3, d3, m01), A));
   tp_hlo_value_t tst[2] = {ci(b, 0), kk};
   int64_t d1[2] = {bt, 1};
   tp_hlo_value_t ntau = tp_hlo_dynamic_update_slice(b, s[2], tp_hlo_reshape(b, t, 2, d1), tst);
-  tp_hlo_value_t next[3] = {bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, ntau};
+  tp_hlo_value_t next[3] = {tp_bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, ntau};
   tp_hlo_while_end(b, next, res);
   *out_qr = res[1], *out_tau = res[2];
 }
@@ -346,25 +332,25 @@ static tp_hlo_value_t apply_reflectors(tp_hlo_builder_t *b, tp_hlo_value_t refl,
   tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
   tp_hlo_value_t init[2] = {ci(b, 0), c}, s[2], res[2];
   tp_hlo_while_begin(b, init, 2, s);
-  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
-  tp_hlo_value_t i = ascending ? s[0] : bin(b, TP_HLO_SUB, ci(b, k - 1), s[0]);
+  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
+  tp_hlo_value_t i = ascending ? s[0] : tp_bin(b, TP_HLO_SUB, ci(b, k - 1), s[0]);
   tp_hlo_value_t C = s[1];
   tp_hlo_value_t i2 = tp_hlo_broadcast_to(b, i, 2, d2);
   tp_hlo_value_t col = column(b, refl, i);
-  tp_hlo_value_t v = sel(b, cmp(b, TP_CMP_EQ, rows2, i2), fill(b, dt, 1, 2, d2),
-                         sel(b, cmp(b, TP_CMP_GT, rows2, i2), col, fill(b, dt, 0, 2, d2)));
+  tp_hlo_value_t v = tp_sel(b, tp_cmp(b, TP_CMP_EQ, rows2, i2), fill(b, dt, 1, 2, d2),
+                         tp_sel(b, tp_cmp(b, TP_CMP_GT, rows2, i2), col, fill(b, dt, 0, 2, d2)));
   tp_hlo_value_t ti = tp_hlo_unary(b, TP_HLO_NEG, entry(b, tau, i));
   const int64_t bd = 0, vc = 1, cl = 1, cr = 2;
   if (left) { /* C -= v (tau v^T C) */
     tp_hlo_value_t w = tp_hlo_dot_general(b, v, C, 1, &bd, &bd, 1, &vc, &cl, dt); /* [bt, cc] */
-    w = bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
-    C = bin(b, TP_HLO_ADD, C, bin(b, TP_HLO_MUL, spread(b, v, 3, C.dims, m01), spread(b, w, 3, C.dims, m02)));
+    w = tp_bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
+    C = tp_bin(b, TP_HLO_ADD, C, tp_bin(b, TP_HLO_MUL, spread(b, v, 3, C.dims, m01), spread(b, w, 3, C.dims, m02)));
   } else { /* C -= (C v tau) v^T */
     tp_hlo_value_t w = tp_hlo_dot_general(b, C, v, 1, &bd, &bd, 1, &cr, &vc, dt); /* [bt, cc] */
-    w = bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
-    C = bin(b, TP_HLO_ADD, C, bin(b, TP_HLO_MUL, spread(b, w, 3, C.dims, m01), spread(b, v, 3, C.dims, m02)));
+    w = tp_bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
+    C = tp_bin(b, TP_HLO_ADD, C, tp_bin(b, TP_HLO_MUL, spread(b, w, 3, C.dims, m01), spread(b, v, 3, C.dims, m02)));
   }
-  tp_hlo_value_t next[2] = {bin(b, TP_HLO_ADD, s[0], ci(b, 1)), C};
+  tp_hlo_value_t next[2] = {tp_bin(b, TP_HLO_ADD, s[0], ci(b, 1)), C};
   tp_hlo_while_end(b, next, res);
   return res[1];
 }
@@ -373,7 +359,7 @@ static tp_hlo_value_t apply_reflectors(tp_hlo_builder_t *b, tp_hlo_value_t refl,
 static tp_hlo_value_t emit_orgqr(tp_hlo_builder_t *b, tp_hlo_value_t refl, tp_hlo_value_t tau,
                                  int64_t cols) {
   int64_t d3[3] = {refl.dims[0], refl.dims[1], cols};
-  tp_hlo_value_t eye = tp_hlo_convert(b, cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+  tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
                                              tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
                                       refl.dtype);
   return apply_reflectors(b, refl, tau, eye, true, false);
@@ -392,8 +378,8 @@ static tp_hlo_value_t rotate(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value
   const int64_t m0 = 0;
   tp_hlo_value_t xp = tp_hlo_dynamic_slice(b, x, sp, sz), xq = tp_hlo_dynamic_slice(b, x, sq, sz);
   tp_hlo_value_t cc = spread(b, c, 3, sz, &m0), ss = spread(b, s, 3, sz, &m0);
-  tp_hlo_value_t np = bin(b, TP_HLO_SUB, bin(b, TP_HLO_MUL, cc, xp), bin(b, TP_HLO_MUL, ss, xq));
-  tp_hlo_value_t nq = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, ss, xp), bin(b, TP_HLO_MUL, cc, xq));
+  tp_hlo_value_t np = tp_bin(b, TP_HLO_SUB, tp_bin(b, TP_HLO_MUL, cc, xp), tp_bin(b, TP_HLO_MUL, ss, xq));
+  tp_hlo_value_t nq = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, ss, xp), tp_bin(b, TP_HLO_MUL, cc, xq));
   x = tp_hlo_dynamic_update_slice(b, x, np, sp);
   return tp_hlo_dynamic_update_slice(b, x, nq, sq);
 }
@@ -417,15 +403,15 @@ static tp_hlo_value_t at2(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t 
 static void pairs_begin(tp_hlo_builder_t *b, tp_hlo_value_t x, int64_t n, tp_hlo_value_t *t) {
   tp_hlo_value_t init[4] = {ci(b, 0), ci(b, 0), ci(b, 1), x};
   tp_hlo_while_begin(b, init, 4, t);
-  tp_hlo_while_body(b, cmp(b, TP_CMP_LT, t[0], ci(b, n * (n - 1) / 2)), t);
+  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, t[0], ci(b, n * (n - 1) / 2)), t);
 }
 
 static tp_hlo_value_t pairs_end(tp_hlo_builder_t *b, const tp_hlo_value_t *t, int64_t n,
                                 tp_hlo_value_t x) {
-  tp_hlo_value_t q1 = bin(b, TP_HLO_ADD, t[2], ci(b, 1)), p1 = bin(b, TP_HLO_ADD, t[1], ci(b, 1));
-  tp_hlo_value_t wrap = cmp(b, TP_CMP_EQ, q1, ci(b, n));
-  tp_hlo_value_t next[4] = {bin(b, TP_HLO_ADD, t[0], ci(b, 1)), sel(b, wrap, p1, t[1]),
-                            sel(b, wrap, bin(b, TP_HLO_ADD, p1, ci(b, 1)), q1), x};
+  tp_hlo_value_t q1 = tp_bin(b, TP_HLO_ADD, t[2], ci(b, 1)), p1 = tp_bin(b, TP_HLO_ADD, t[1], ci(b, 1));
+  tp_hlo_value_t wrap = tp_cmp(b, TP_CMP_EQ, q1, ci(b, n));
+  tp_hlo_value_t next[4] = {tp_bin(b, TP_HLO_ADD, t[0], ci(b, 1)), tp_sel(b, wrap, p1, t[1]),
+                            tp_sel(b, wrap, tp_bin(b, TP_HLO_ADD, p1, ci(b, 1)), q1), x};
   tp_hlo_value_t res[4];
   tp_hlo_while_end(b, next, res);
   return res[3];
@@ -440,15 +426,15 @@ static void jacobi_rotation(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_
   tp_dtype_t dt = a.dtype;
   int64_t bt = a.dims[0];
   tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
-  tp_hlo_value_t nz = cmp(b, TP_CMP_NE, g, zero);
-  tp_hlo_value_t tau = bin(b, TP_HLO_DIV, bin(b, TP_HLO_SUB, d, a),
-                           bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), sel(b, nz, g, one)));
-  tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tau, tau)));
-  tp_hlo_value_t tt = bin(b, TP_HLO_DIV, one, bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, tau), root));
-  tt = sel(b, cmp(b, TP_CMP_GE, tau, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
-  tt = sel(b, nz, tt, zero);
-  *c = bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, bin(b, TP_HLO_ADD, one, bin(b, TP_HLO_MUL, tt, tt))));
-  *sn = bin(b, TP_HLO_MUL, tt, *c);
+  tp_hlo_value_t nz = tp_cmp(b, TP_CMP_NE, g, zero);
+  tp_hlo_value_t tau = tp_bin(b, TP_HLO_DIV, tp_bin(b, TP_HLO_SUB, d, a),
+                           tp_bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), tp_sel(b, nz, g, one)));
+  tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, tp_bin(b, TP_HLO_ADD, one, tp_bin(b, TP_HLO_MUL, tau, tau)));
+  tp_hlo_value_t tt = tp_bin(b, TP_HLO_DIV, one, tp_bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, tau), root));
+  tt = tp_sel(b, tp_cmp(b, TP_CMP_GE, tau, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
+  tt = tp_sel(b, nz, tt, zero);
+  *c = tp_bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, tp_bin(b, TP_HLO_ADD, one, tp_bin(b, TP_HLO_MUL, tt, tt))));
+  *sn = tp_bin(b, TP_HLO_MUL, tt, *c);
   *tan = tt;
 }
 
@@ -460,17 +446,17 @@ static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
   tp_dtype_t dt = s.dtype;
   if (n > 1 && bt > 0) {
     tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 2);
-    tp_hlo_value_t offd = cmp(b, TP_CMP_NE, r3, c3), zero3 = fill(b, dt, 0, 3, s.dims);
+    tp_hlo_value_t offd = tp_cmp(b, TP_CMP_NE, r3, c3), zero3 = fill(b, dt, 0, 3, s.dims);
     const int64_t all[3] = {0, 1, 2};
     tp_hlo_value_t init[2] = {ci(b, 0), s}, o[2], res[2];
     tp_hlo_while_begin(b, init, 2, o);
     {
-      tp_hlo_value_t sq = bin(b, TP_HLO_MUL, o[1], o[1]);
-      tp_hlo_value_t off = reduce1(b, reduce1(b, sel(b, offd, sq, zero3), TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t sq = tp_bin(b, TP_HLO_MUL, o[1], o[1]);
+      tp_hlo_value_t off = reduce1(b, reduce1(b, tp_sel(b, offd, sq, zero3), TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
       tp_hlo_value_t tot = reduce1(b, reduce1(b, sq, TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t big = cmp(b, TP_CMP_GT, off, bin(b, TP_HLO_MUL, tot, fill(b, dt, 1e-30, 1, &bt)));
+      tp_hlo_value_t big = tp_cmp(b, TP_CMP_GT, off, tp_bin(b, TP_HLO_MUL, tot, fill(b, dt, 1e-30, 1, &bt)));
       tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, all);
-      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
+      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
     }
     tp_hlo_value_t t[4], swept;
     pairs_begin(b, o[1], n, t);
@@ -481,12 +467,12 @@ static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
       tp_hlo_value_t tt, c, sn, zero = fill(b, dt, 0, 1, &bt);
       jacobi_rotation(b, app, aqq, apq, &tt, &c, &sn);
       tp_hlo_value_t y = rotate(b, rotate(b, x, p, q, c, sn, false), p, q, c, sn, true);
-      y = put(b, y, p, p, bin(b, TP_HLO_SUB, app, bin(b, TP_HLO_MUL, tt, apq)));
-      y = put(b, y, q, q, bin(b, TP_HLO_ADD, aqq, bin(b, TP_HLO_MUL, tt, apq)));
+      y = put(b, y, p, p, tp_bin(b, TP_HLO_SUB, app, tp_bin(b, TP_HLO_MUL, tt, apq)));
+      y = put(b, y, q, q, tp_bin(b, TP_HLO_ADD, aqq, tp_bin(b, TP_HLO_MUL, tt, apq)));
       y = put(b, put(b, y, p, q, zero), q, p, zero);
       swept = pairs_end(b, t, n, y);
     }
-    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
+    tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
     tp_hlo_while_end(b, onext, res);
     s = res[1];
   }
@@ -503,19 +489,19 @@ static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   const int64_t bd = 0, c1 = 1;
   if (n > 1 && bt > 0) {
     tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 2);
-    tp_hlo_value_t offd = cmp(b, TP_CMP_NE, r3, c3);
+    tp_hlo_value_t offd = tp_cmp(b, TP_CMP_NE, r3, c3);
     const int64_t m01[2] = {0, 1}, m02[2] = {0, 2};
     tp_hlo_value_t init[2] = {ci(b, 0), x}, o[2], res[2];
     tp_hlo_while_begin(b, init, 2, o);
     {
       tp_hlo_value_t g = tp_hlo_dot_general(b, o[1], o[1], 1, &bd, &bd, 1, &c1, &c1, dt);
       tp_hlo_value_t d = diagonal(b, g);
-      tp_hlo_value_t dd = bin(b, TP_HLO_MUL, spread(b, d, 3, g3, m01), spread(b, d, 3, g3, m02));
-      tp_hlo_value_t lim = bin(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_SQRT, dd), fill(b, dt, 1e-15, 3, g3));
-      tp_hlo_value_t big = tp_hlo_binary(b, TP_HLO_AND, offd, cmp(b, TP_CMP_GT, tp_hlo_unary(b, TP_HLO_ABS, g), lim));
+      tp_hlo_value_t dd = tp_bin(b, TP_HLO_MUL, spread(b, d, 3, g3, m01), spread(b, d, 3, g3, m02));
+      tp_hlo_value_t lim = tp_bin(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_SQRT, dd), fill(b, dt, 1e-15, 3, g3));
+      tp_hlo_value_t big = tp_hlo_binary(b, TP_HLO_AND, offd, tp_cmp(b, TP_CMP_GT, tp_hlo_unary(b, TP_HLO_ABS, g), lim));
       const int64_t dims3[3] = {0, 1, 2};
       tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 3, dims3);
-      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
+      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
     }
     tp_hlo_value_t t[4], swept;
     pairs_begin(b, o[1], n, t);
@@ -523,18 +509,18 @@ static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
       tp_hlo_value_t p = t[1], q = t[2];
       tp_hlo_value_t y = t[3];
       tp_hlo_value_t cp = column(b, y, p), cq = column(b, y, q);
-      tp_hlo_value_t alpha = reduce1(b, bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t beta = reduce1(b, bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t gamma = reduce1(b, bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t alpha = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t beta = reduce1(b, tp_bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
+      tp_hlo_value_t gamma = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
       tp_hlo_value_t tt, c, sn;
       jacobi_rotation(b, alpha, beta, gamma, &tt, &c, &sn);
       swept = pairs_end(b, t, n, rotate(b, y, p, q, c, sn, true));
     }
-    tp_hlo_value_t onext[2] = {bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
+    tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
     tp_hlo_while_end(b, onext, res);
     x = res[1];
   }
-  tp_hlo_value_t sq = reduce1(b, bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t sq = reduce1(b, tp_bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1);
   return tp_hlo_unary(b, TP_HLO_SQRT, sq);
 }
 
@@ -815,7 +801,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         tp_hlo_value_t perm = emit_perm(b, piv, m);
         int64_t d3[3] = {bt, m, m};
         const int64_t m02[2] = {0, 2};
-        tp_hlo_value_t p = cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+        tp_hlo_value_t p = tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
                                spread(b, perm, 3, d3, m02));
         out[0] = unflat(b, tp_hlo_convert(b, p, a.dtype), &out_meta[0]);
       } else {
@@ -826,9 +812,9 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         int64_t ll[3] = {bt, m, k}, ul[3] = {bt, k, n};
         tp_hlo_value_t l = band(b, tp_hlo_slice(b, lu, st, ll, one), false, -1);
         int64_t d3[3] = {bt, m, k};
-        tp_hlo_value_t eye = cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+        tp_hlo_value_t eye = tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
                                  tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2));
-        l = sel(b, eye, fill(b, a.dtype, 1, 3, d3), l);
+        l = tp_sel(b, eye, fill(b, a.dtype, 1, 3, d3), l);
         out[1] = unflat(b, l, &out_meta[1]);
         out[2] = unflat(b, band(b, tp_hlo_slice(b, lu, st, ul, one), true, 0), &out_meta[2]);
       } else {
@@ -855,7 +841,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_meta_t xm;
       if (op->code == TP_FAC_INV_EX) {
         int64_t d3[3] = {lu.dims[0], n, n};
-        tp_hlo_value_t eye = tp_hlo_convert(b, cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+        tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
                                                    tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
                                             a.dtype);
         x = emit_getrs(b, lu, piv, eye, at);
@@ -894,11 +880,11 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_hlo_value_t sgn = pivots_sign(b, piv, a.dtype), diag = diagonal(b, lu);
       int i = 0;
       if (op->code == TP_FAC_DET) {
-        out[i] = unflat(b, bin(b, TP_HLO_MUL, sgn, reduce1(b, diag, TP_HLO_MUL, 1, 1)), &out_meta[i]);
+        out[i] = unflat(b, tp_bin(b, TP_HLO_MUL, sgn, reduce1(b, diag, TP_HLO_MUL, 1, 1)), &out_meta[i]);
         i++;
       } else {
         tp_hlo_value_t s = reduce1(b, tp_hlo_unary(b, TP_HLO_SIGN, diag), TP_HLO_MUL, 1, 1);
-        out[i] = unflat(b, bin(b, TP_HLO_MUL, s, sgn), &out_meta[i]);
+        out[i] = unflat(b, tp_bin(b, TP_HLO_MUL, s, sgn), &out_meta[i]);
         i++;
         tp_hlo_value_t la = tp_hlo_unary(b, TP_HLO_LOG, tp_hlo_unary(b, TP_HLO_ABS, diag));
         out[i] = unflat(b, reduce1(b, la, TP_HLO_ADD, 0, 1), &out_meta[i]);
@@ -954,7 +940,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         out[0] = unflat(b, x, &out_meta[0]);
         return;
       }
-      tp_hlo_value_t eye = tp_hlo_convert(b, cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1),
+      tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1),
                                                  tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2)),
                                           a.dtype);
       tp_hlo_value_t inv = tp_hlo_triangular_solve(b, x, eye, true, !upper, false, false);
@@ -969,7 +955,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
       /* The chosen triangle mirrored: the other one is never read. */
       tp_hlo_value_t t = band(b, x, !lower, 0), strict = band(b, x, !lower, lower ? -1 : 1);
-      tp_hlo_value_t sym = bin(b, TP_HLO_ADD, t, mt(b, strict));
+      tp_hlo_value_t sym = tp_bin(b, TP_HLO_ADD, t, mt(b, strict));
       tp_hlo_value_t w = sort_last(b, emit_sym_eigvals(b, sym), false);
       out[0] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[0]);
       out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);

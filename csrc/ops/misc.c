@@ -7,14 +7,6 @@
 
 #include "ops/families.h"
 
-static tp_hlo_value_t cst(tp_hlo_builder_t *b, const tp_hlo_value_t *like, double v) {
-  return tp_emit_full_like(b, v, like);
-}
-
-static tp_hlo_value_t bin(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, op, x, y);
-}
-
 static bool is_tensor(const tp_op_arg_t *args, int n_args, int i) {
   return i < n_args && args[i].kind == TP_ARG_TENSOR;
 }
@@ -32,13 +24,13 @@ static tp_hlo_value_t dim_last(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
 /* CPU's log_add_exp of two floats: max + log1p(exp(min - max)), except that equal infinities
  * give themselves. */
 static tp_hlo_value_t log_add_exp(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  tp_hlo_value_t mn = bin(b, TP_HLO_MIN, x, y), mx = bin(b, TP_HLO_MAX, x, y);
-  tp_hlo_value_t r = bin(b, TP_HLO_ADD, mx, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, bin(b, TP_HLO_SUB, mn, mx))));
-  tp_hlo_value_t keep = bin(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, mn, mx),
+  tp_hlo_value_t mn = tp_bin(b, TP_HLO_MIN, x, y), mx = tp_bin(b, TP_HLO_MAX, x, y);
+  tp_hlo_value_t r = tp_bin(b, TP_HLO_ADD, mx, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, tp_bin(b, TP_HLO_SUB, mn, mx))));
+  tp_hlo_value_t keep = tp_bin(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, mn, mx),
                             tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_unary(b, TP_HLO_IS_FINITE, mn)));
   /* A NaN on either side propagates (XLA's min/max need not). */
-  tp_hlo_value_t nan = bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x), tp_hlo_compare(b, TP_CMP_NE, y, y));
-  return tp_hlo_select(b, nan, bin(b, TP_HLO_ADD, x, y), tp_hlo_select(b, keep, x, r));
+  tp_hlo_value_t nan = tp_bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x), tp_hlo_compare(b, TP_CMP_NE, y, y));
+  return tp_hlo_select(b, nan, tp_bin(b, TP_HLO_ADD, x, y), tp_hlo_select(b, keep, x, r));
 }
 
 /* |p|-norm over the last dim of |x| (keeping it, size 1): p > 0. */
@@ -52,15 +44,15 @@ static tp_hlo_value_t norm_last(tp_hlo_builder_t *b, tp_hlo_value_t x, double p)
     r = tp_hlo_reduce(b, a, tp_hlo_constant(b, x.dtype, 0), TP_HLO_MAX, 1, &last);
     tp_hlo_value_t nan = tp_hlo_reduce(b, tp_hlo_compare(b, TP_CMP_NE, x, x),
                                        tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, &last);
-    r = tp_hlo_select(b, nan, cst(b, &r, NAN), r);
+    r = tp_hlo_select(b, nan, tp_k(b, NAN, r), r);
   } else if (p == 1) {
     r = tp_hlo_reduce(b, a, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, 1, &last);
   } else if (p == 2) {
-    r = tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_reduce(b, bin(b, TP_HLO_MUL, a, a), tp_hlo_constant(b, x.dtype, 0),
+    r = tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_reduce(b, tp_bin(b, TP_HLO_MUL, a, a), tp_hlo_constant(b, x.dtype, 0),
                                                    TP_HLO_ADD, 1, &last));
   } else {
-    r = tp_hlo_reduce(b, bin(b, TP_HLO_POW, a, cst(b, &a, p)), tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, 1, &last);
-    r = bin(b, TP_HLO_POW, r, cst(b, &r, 1.0 / p));
+    r = tp_hlo_reduce(b, tp_bin(b, TP_HLO_POW, a, tp_k(b, p, a)), tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, 1, &last);
+    r = tp_bin(b, TP_HLO_POW, r, tp_k(b, 1.0 / p, r));
   }
   return tp_hlo_reshape(b, r, x.ndim, kd);
 }
@@ -371,15 +363,15 @@ static void emit_im2col(tp_hlo_builder_t *b, bool col, const tp_op_arg_t *args, 
   int64_t sh[5] = {nb, c, kk, o[0], o[1]}, n = nb * c * kk * L, planes = nb * c;
   tp_hlo_value_t v = tp_hlo_reshape(b, x, 5, sh);
   tp_hlo_value_t kidx = tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 2);
-  tp_hlo_value_t ki = bin(b, TP_HLO_DIV, kidx, cst(b, &kidx, (double)k[1]));
-  tp_hlo_value_t kj = bin(b, TP_HLO_REM, kidx, cst(b, &kidx, (double)k[1]));
+  tp_hlo_value_t ki = tp_bin(b, TP_HLO_DIV, kidx, tp_k(b, (double)k[1], kidx));
+  tp_hlo_value_t kj = tp_bin(b, TP_HLO_REM, kidx, tp_k(b, (double)k[1], kidx));
   tp_hlo_value_t oh = tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 3), ow = tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 4);
-  tp_hlo_value_t r = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, oh, cst(b, &oh, (double)st[0])), bin(b, TP_HLO_MUL, ki, cst(b, &ki, (double)dl[0])));
-  tp_hlo_value_t q = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, ow, cst(b, &ow, (double)st[1])), bin(b, TP_HLO_MUL, kj, cst(b, &kj, (double)dl[1])));
-  tp_hlo_value_t pl = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 0), cst(b, &oh, (double)c)),
+  tp_hlo_value_t r = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, oh, tp_k(b, (double)st[0], oh)), tp_bin(b, TP_HLO_MUL, ki, tp_k(b, (double)dl[0], ki)));
+  tp_hlo_value_t q = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, ow, tp_k(b, (double)st[1], ow)), tp_bin(b, TP_HLO_MUL, kj, tp_k(b, (double)dl[1], kj)));
+  tp_hlo_value_t pl = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 0), tp_k(b, (double)c, oh)),
                           tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 1));
-  tp_hlo_value_t lin = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, pl, cst(b, &pl, (double)(hp * wp))),
-                           bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, r, cst(b, &r, (double)wp)), q));
+  tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, pl, tp_k(b, (double)(hp * wp), pl)),
+                           tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, r, tp_k(b, (double)wp, r)), q));
   int64_t total = planes * hp * wp;
   tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &total);
   tp_hlo_value_t acc = tp_hlo_scatter_1d_op(b, zeros, tp_hlo_reshape(b, lin, 1, &n), tp_hlo_reshape(b, v, 1, &n), TP_HLO_ADD);
@@ -402,29 +394,29 @@ static void emit_bce(tp_hlo_builder_t *b, bool backward, const tp_op_arg_t *args
   tp_dtype_t dt = xm->dtype, md = tp_math_dtype(dt);
   int64_t reduction = args[t + 3].i, numel = tp_meta_numel(xm);
   tp_hlo_value_t x = tp_hlo_convert(b, in[t], md), y = tp_hlo_convert(b, in[t + 1], md);
-  tp_hlo_value_t one = cst(b, &x, 1), r;
+  tp_hlo_value_t one = tp_k(b, 1, x), r;
   if (!backward) {
-    tp_hlo_value_t lo = cst(b, &x, -100);
-    tp_hlo_value_t a = bin(b, TP_HLO_MAX, rnd(b, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_NEG, x)), dt), lo);
-    tp_hlo_value_t l = bin(b, TP_HLO_MAX, rnd(b, tp_hlo_unary(b, TP_HLO_LOG, x), dt), lo);
-    tp_hlo_value_t p1 = rnd(b, bin(b, TP_HLO_MUL, rnd(b, bin(b, TP_HLO_SUB, y, one), dt), a), dt);
-    r = rnd(b, bin(b, TP_HLO_SUB, p1, rnd(b, bin(b, TP_HLO_MUL, y, l), dt)), dt);
+    tp_hlo_value_t lo = tp_k(b, -100, x);
+    tp_hlo_value_t a = tp_bin(b, TP_HLO_MAX, rnd(b, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_NEG, x)), dt), lo);
+    tp_hlo_value_t l = tp_bin(b, TP_HLO_MAX, rnd(b, tp_hlo_unary(b, TP_HLO_LOG, x), dt), lo);
+    tp_hlo_value_t p1 = rnd(b, tp_bin(b, TP_HLO_MUL, rnd(b, tp_bin(b, TP_HLO_SUB, y, one), dt), a), dt);
+    r = rnd(b, tp_bin(b, TP_HLO_SUB, p1, rnd(b, tp_bin(b, TP_HLO_MUL, y, l), dt)), dt);
   } else {
     tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, xm);
-    tp_hlo_value_t num = rnd(b, bin(b, TP_HLO_MUL, g, rnd(b, bin(b, TP_HLO_SUB, x, y), dt)), dt);
-    tp_hlo_value_t den = rnd(b, bin(b, TP_HLO_MUL, rnd(b, bin(b, TP_HLO_SUB, one, x), dt), x), dt);
-    den = bin(b, TP_HLO_MAX, den, rnd(b, cst(b, &x, 1e-12), dt));
-    r = rnd(b, bin(b, TP_HLO_DIV, num, den), dt);
+    tp_hlo_value_t num = rnd(b, tp_bin(b, TP_HLO_MUL, g, rnd(b, tp_bin(b, TP_HLO_SUB, x, y), dt)), dt);
+    tp_hlo_value_t den = rnd(b, tp_bin(b, TP_HLO_MUL, rnd(b, tp_bin(b, TP_HLO_SUB, one, x), dt), x), dt);
+    den = tp_bin(b, TP_HLO_MAX, den, rnd(b, tp_k(b, 1e-12, x), dt));
+    r = rnd(b, tp_bin(b, TP_HLO_DIV, num, den), dt);
   }
   if (args[t + 2].kind == TP_ARG_TENSOR)
-    r = rnd(b, bin(b, TP_HLO_MUL, r, tp_emit_cast_shape(b, in[t + 2], md, xm)), dt);
+    r = rnd(b, tp_bin(b, TP_HLO_MUL, r, tp_emit_cast_shape(b, in[t + 2], md, xm)), dt);
   if (backward) {
-    if (reduction == 1) r = rnd(b, bin(b, TP_HLO_DIV, r, cst(b, &r, (double)numel)), dt);
+    if (reduction == 1) r = rnd(b, tp_bin(b, TP_HLO_DIV, r, tp_k(b, (double)numel, r)), dt);
   } else if (reduction != 0) {
     int64_t dims[TP_MAX_DIMS];
     for (int i = 0; i < r.ndim; i++) dims[i] = i;
     r = tp_hlo_reduce(b, r, tp_hlo_constant(b, md, 0), TP_HLO_ADD, r.ndim, dims);
-    if (reduction == 1) r = bin(b, TP_HLO_DIV, r, cst(b, &r, (double)numel));
+    if (reduction == 1) r = tp_bin(b, TP_HLO_DIV, r, tp_k(b, (double)numel, r));
   }
   out[0] = tp_hlo_convert(b, r, om->dtype);
 }
@@ -441,7 +433,7 @@ static tp_hlo_value_t emit_search(tp_hlo_builder_t *b, tp_hlo_value_t seq, tp_hl
     if (seq.ndim > 1) {
       int64_t rows = total / n, sh[2] = {rows, n};
       row = tp_hlo_iota(b, TP_DTYPE_I64, 2, sh, 0);
-      lin = bin(b, TP_HLO_ADD, tp_hlo_reshape(b, *sorter, 2, sh), bin(b, TP_HLO_MUL, row, cst(b, &row, (double)n)));
+      lin = tp_bin(b, TP_HLO_ADD, tp_hlo_reshape(b, *sorter, 2, sh), tp_bin(b, TP_HLO_MUL, row, tp_k(b, (double)n, row)));
     }
     int64_t fl = total;
     seq = tp_hlo_reshape(b, tp_hlo_gather_1d(b, tp_hlo_reshape(b, seq, 1, &fl), tp_hlo_reshape(b, lin, 1, &fl)),
@@ -483,13 +475,13 @@ static void emit_median(tp_hlo_builder_t *b, bool nan_skip, tp_hlo_value_t x, in
   nans = tp_hlo_reduce(b, nans, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), TP_HLO_ADD, 1, &one);
   tp_hlo_value_t k;
   if (nan_skip) { /* (count - 1) / 2 of the non-NaN ones; all NaN: the first */
-    tp_hlo_value_t cnt = bin(b, TP_HLO_SUB, cst(b, &nans, (double)n), nans);
-    k = bin(b, TP_HLO_DIV, bin(b, TP_HLO_MAX, bin(b, TP_HLO_SUB, cnt, cst(b, &cnt, 1)), cst(b, &cnt, 0)), cst(b, &cnt, 2));
+    tp_hlo_value_t cnt = tp_bin(b, TP_HLO_SUB, tp_k(b, (double)n, nans), nans);
+    k = tp_bin(b, TP_HLO_DIV, tp_bin(b, TP_HLO_MAX, tp_bin(b, TP_HLO_SUB, cnt, tp_k(b, 1, cnt)), tp_k(b, 0, cnt)), tp_k(b, 2, cnt));
   } else { /* the first NaN when there is one */
-    tp_hlo_value_t has = tp_hlo_compare(b, TP_CMP_GT, nans, cst(b, &nans, 0));
-    k = tp_hlo_select(b, has, bin(b, TP_HLO_SUB, cst(b, &nans, (double)n), nans), cst(b, &nans, (double)((n - 1) / 2)));
+    tp_hlo_value_t has = tp_hlo_compare(b, TP_CMP_GT, nans, tp_k(b, 0, nans));
+    k = tp_hlo_select(b, has, tp_bin(b, TP_HLO_SUB, tp_k(b, (double)n, nans), nans), tp_k(b, (double)((n - 1) / 2), nans));
   }
-  tp_hlo_value_t lin = bin(b, TP_HLO_ADD, k, bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 1, &rows, 0), cst(b, &k, (double)n)));
+  tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, k, tp_bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 1, &rows, 0), tp_k(b, (double)n, k)));
   out[0] = tp_hlo_reshape(b, tp_hlo_gather_1d(b, tp_hlo_reshape(b, sorted[0], 1, &total), lin), om[0].ndim, om[0].sizes);
   if (n_out > 1)
     out[1] = tp_hlo_reshape(b, tp_hlo_gather_1d(b, tp_hlo_reshape(b, sorted[1], 1, &total), lin), om[1].ndim, om[1].sizes);
@@ -519,20 +511,20 @@ static void emit_mode(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args, 
   tp_hlo_value_t t = tp_hlo_constant_i(b, TP_DTYPE_BOOL, 1);
   tp_hlo_value_t starts = tp_hlo_pad(b, diff, t, one_lo, z);  /* start_j: j == 0 or s_j != s_{j-1} */
   tp_hlo_value_t ends = tp_hlo_pad(b, diff, t, z, one_hi);    /* end_j: j == n-1 or s_j != s_{j+1} */
-  tp_hlo_value_t start_at = tp_hlo_select(b, starts, j, cst(b, &j, 0));
+  tp_hlo_value_t start_at = tp_hlo_select(b, starts, j, tp_k(b, 0, j));
   int64_t win[2] = {1, n}, plo[2] = {0, n - 1}, phi[2] = {0, 0};
   start_at = tp_hlo_reduce_window(b, start_at, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), TP_HLO_MAX, win, plo, phi);
-  tp_hlo_value_t count = bin(b, TP_HLO_ADD, bin(b, TP_HLO_SUB, j, start_at), cst(b, &j, 1));
-  count = tp_hlo_select(b, ends, count, cst(b, &count, 0));
+  tp_hlo_value_t count = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_SUB, j, start_at), tp_k(b, 1, j));
+  count = tp_hlo_select(b, ends, count, tp_k(b, 0, count));
   int64_t rd = 1;
   tp_hlo_value_t maxc = tp_hlo_reduce(b, count, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), TP_HLO_MAX, 1, &rd);
   int64_t bd[1] = {0};
   tp_hlo_value_t best = tp_hlo_compare(b, TP_CMP_EQ, count, tp_hlo_broadcast_in_dim(b, maxc, 2, sh, bd));
   /* The smallest value among the most frequent: the first such run. */
-  tp_hlo_value_t pick = tp_hlo_reduce(b, tp_hlo_select(b, best, j, cst(b, &j, (double)n)),
+  tp_hlo_value_t pick = tp_hlo_reduce(b, tp_hlo_select(b, best, j, tp_k(b, (double)n, j)),
                                       tp_hlo_constant_i(b, TP_DTYPE_I64, n), TP_HLO_MIN, 1, &rd);
-  tp_hlo_value_t lin = bin(b, TP_HLO_ADD, pick, bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 1, &rows, 0),
-                                                    cst(b, &pick, (double)n)));
+  tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, pick, tp_bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 1, &rows, 0),
+                                                    tp_k(b, (double)n, pick)));
   int64_t total = rows * n;
   tp_hlo_value_t val = tp_hlo_gather_1d(b, tp_hlo_reshape(b, s, 1, &total), lin);
   tp_hlo_value_t idx = tp_hlo_gather_1d(b, tp_hlo_reshape(b, sorted[1], 1, &total), lin);
@@ -572,14 +564,14 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
       lim[d] = 2 * h;
       tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_LOGISTIC, tp_hlo_slice(b, x, st, lim, step));
       if (!t) {
-        out[0] = tp_hlo_convert(b, bin(b, TP_HLO_MUL, a, s), om->dtype);
+        out[0] = tp_hlo_convert(b, tp_bin(b, TP_HLO_MUL, a, s), om->dtype);
         return;
       }
       /* CPU stores the sigmoid in the gradient's type before using it. */
       s = tp_hlo_convert(b, tp_hlo_convert(b, s, om->dtype), md);
       tp_hlo_value_t g = tp_hlo_convert(b, in[0], md);
-      tp_hlo_value_t ga = bin(b, TP_HLO_MUL, s, g);
-      tp_hlo_value_t gb = bin(b, TP_HLO_MUL, bin(b, TP_HLO_MUL, bin(b, TP_HLO_MUL, bin(b, TP_HLO_SUB, cst(b, &s, 1), s), s), a), g);
+      tp_hlo_value_t ga = tp_bin(b, TP_HLO_MUL, s, g);
+      tp_hlo_value_t gb = tp_bin(b, TP_HLO_MUL, tp_bin(b, TP_HLO_MUL, tp_bin(b, TP_HLO_MUL, tp_bin(b, TP_HLO_SUB, tp_k(b, 1, s), s), s), a), g);
       tp_hlo_value_t parts[2] = {ga, gb};
       out[0] = tp_hlo_convert(b, tp_hlo_concatenate(b, parts, 2, d), om->dtype);
       return;
@@ -587,30 +579,30 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
     case TP_M_PRELU: case TP_M_PRELU_BACKWARD: {
       int t = op->code == TP_M_PRELU ? 0 : 1;
       tp_hlo_value_t x = tp_emit_cast_shape(b, in[t], md, om), w = tp_emit_cast_shape(b, in[t + 1], md, om);
-      tp_hlo_value_t pos = tp_hlo_compare(b, TP_CMP_GT, x, cst(b, &x, 0));
+      tp_hlo_value_t pos = tp_hlo_compare(b, TP_CMP_GT, x, tp_k(b, 0, x));
       if (!t) {
-        out[0] = tp_hlo_convert(b, tp_hlo_select(b, pos, x, bin(b, TP_HLO_MUL, w, x)), om->dtype);
+        out[0] = tp_hlo_convert(b, tp_hlo_select(b, pos, x, tp_bin(b, TP_HLO_MUL, w, x)), om->dtype);
         return;
       }
       tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, om);
-      out[0] = tp_hlo_convert(b, tp_hlo_select(b, pos, g, bin(b, TP_HLO_MUL, w, g)), om->dtype);
-      out[1] = tp_hlo_convert(b, tp_hlo_select(b, pos, cst(b, &x, 0), bin(b, TP_HLO_MUL, x, g)), om->dtype);
+      out[0] = tp_hlo_convert(b, tp_hlo_select(b, pos, g, tp_bin(b, TP_HLO_MUL, w, g)), om->dtype);
+      out[1] = tp_hlo_convert(b, tp_hlo_select(b, pos, tp_k(b, 0, x), tp_bin(b, TP_HLO_MUL, x, g)), om->dtype);
       return;
     }
     case TP_M_ELU_BACKWARD: {
       tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, om), x = tp_emit_cast_shape(b, in[5], md, om);
       tp_hlo_value_t c[3];
       for (int i = 0; i < 3; i++)
-        c[i] = args[1 + i].kind == TP_ARG_SCALAR ? tp_emit_cast_shape(b, in[1 + i], md, om) : cst(b, &x, 1);
-      tp_hlo_value_t negcoef = bin(b, TP_HLO_MUL, c[0], c[1]), poscoef = c[1], negip = c[2];
+        c[i] = args[1 + i].kind == TP_ARG_SCALAR ? tp_emit_cast_shape(b, in[1 + i], md, om) : tp_k(b, 1, x);
+      tp_hlo_value_t negcoef = tp_bin(b, TP_HLO_MUL, c[0], c[1]), poscoef = c[1], negip = c[2];
       tp_hlo_value_t neg;
       if (args[4].i) /* x holds the result */
-        neg = bin(b, TP_HLO_MUL, bin(b, TP_HLO_MUL, g, negip), bin(b, TP_HLO_ADD, x, negcoef));
+        neg = tp_bin(b, TP_HLO_MUL, tp_bin(b, TP_HLO_MUL, g, negip), tp_bin(b, TP_HLO_ADD, x, negcoef));
       else
-        neg = bin(b, TP_HLO_MUL, bin(b, TP_HLO_MUL, bin(b, TP_HLO_MUL, g, negip), negcoef),
-                  tp_hlo_unary(b, TP_HLO_EXP, bin(b, TP_HLO_MUL, x, negip)));
-      tp_hlo_value_t r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LE, x, cst(b, &x, 0)), neg,
-                                       bin(b, TP_HLO_MUL, g, poscoef));
+        neg = tp_bin(b, TP_HLO_MUL, tp_bin(b, TP_HLO_MUL, tp_bin(b, TP_HLO_MUL, g, negip), negcoef),
+                  tp_hlo_unary(b, TP_HLO_EXP, tp_bin(b, TP_HLO_MUL, x, negip)));
+      tp_hlo_value_t r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LE, x, tp_k(b, 0, x)), neg,
+                                       tp_bin(b, TP_HLO_MUL, g, poscoef));
       out[0] = tp_hlo_convert(b, r, om->dtype);
       return;
     }
@@ -686,13 +678,13 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
       tp_hlo_value_t big = tp_hlo_compare(b, TP_CMP_GT, tp_hlo_convert(b, nd, TP_DTYPE_F64), tp_hlo_broadcast_to(b, maxn, 2, one));
       tp_hlo_value_t mt = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], dt), 2, one);
       tp_hlo_value_t eps = tp_hlo_broadcast_to(b, tp_hlo_convert(b, tp_hlo_constant(b, TP_DTYPE_F64, 1e-7), dt), 2, one);
-      tp_hlo_value_t den = bin(b, TP_HLO_ADD, nd, eps);
-      tp_hlo_value_t f = tp_hlo_select(b, big, bin(b, TP_HLO_DIV, mt, den), cst(b, &nd, 1));
+      tp_hlo_value_t den = tp_bin(b, TP_HLO_ADD, nd, eps);
+      tp_hlo_value_t f = tp_hlo_select(b, big, tp_bin(b, TP_HLO_DIV, mt, den), tp_k(b, 1, nd));
       tp_hlo_value_t xs = tp_hlo_transpose(b, x, perm);
       int64_t tsh[TP_MAX_DIMS], bdim[1] = {0};
       memcpy(tsh, xs.dims, sizeof(tsh));
       tp_hlo_value_t fb = tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, f, 1, &n), xs.ndim, tsh, bdim);
-      tp_hlo_value_t r = tp_hlo_convert(b, bin(b, TP_HLO_MUL, tp_hlo_convert(b, xs, md), tp_hlo_convert(b, fb, md)), dt);
+      tp_hlo_value_t r = tp_hlo_convert(b, tp_bin(b, TP_HLO_MUL, tp_hlo_convert(b, xs, md), tp_hlo_convert(b, fb, md)), dt);
       int64_t inv[TP_MAX_DIMS];
       for (int i = 0; i < x.ndim; i++) inv[perm[i]] = i;
       out[0] = tp_hlo_transpose(b, r, inv);
@@ -751,15 +743,15 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
       }
       int64_t sh[2] = {k, rest};
       tp_hlo_value_t row = tp_hlo_broadcast_in_dim(b, tp_emit_checked_index(b, idx, n, false), 2, sh, (int64_t[]){0});
-      tp_hlo_value_t bad = bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, row, cst(b, &row, 0)),
-                               tp_hlo_compare(b, TP_CMP_GE, row, cst(b, &row, (double)n)));
-      tp_hlo_value_t lin = bin(b, TP_HLO_ADD, bin(b, TP_HLO_MUL, row, cst(b, &row, (double)rest)), tp_hlo_iota(b, TP_DTYPE_I64, 2, sh, 1));
-      lin = tp_hlo_reshape(b, tp_hlo_select(b, bad, cst(b, &lin, (double)total), lin), 1, &m);
+      tp_hlo_value_t bad = tp_bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, row, tp_k(b, 0, row)),
+                               tp_hlo_compare(b, TP_CMP_GE, row, tp_k(b, (double)n, row)));
+      tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, row, tp_k(b, (double)rest, row)), tp_hlo_iota(b, TP_DTYPE_I64, 2, sh, 1));
+      lin = tp_hlo_reshape(b, tp_hlo_select(b, bad, tp_k(b, (double)total, lin), lin), 1, &m);
       tp_hlo_value_t pos = tp_hlo_iota(b, TP_DTYPE_I64, 1, &m, 0);
       tp_hlo_value_t none = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), 1, &total);
       tp_hlo_value_t from = tp_hlo_scatter_1d_op(b, none, lin, pos, TP_HLO_MAX);
-      tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_GE, from, cst(b, &from, 0));
-      tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, st, 1, &m), bin(b, TP_HLO_MAX, from, cst(b, &from, 0)));
+      tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_GE, from, tp_k(b, 0, from));
+      tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, st, 1, &m), tp_bin(b, TP_HLO_MAX, from, tp_k(b, 0, from)));
       tp_hlo_value_t r = tp_hlo_select(b, hit, g, tp_hlo_reshape(b, xt, 1, &total));
       r = tp_hlo_transpose(b, tp_hlo_reshape(b, r, nd, xt.dims), inv);
       out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
@@ -778,8 +770,8 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
       tp_hlo_value_t c = tp_hlo_convert(b, mf, TP_DTYPE_I64);
       int64_t win = total, lo = total - 1, hi = 0;
       tp_hlo_value_t pos = tp_hlo_reduce_window(b, c, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), TP_HLO_ADD, &win, &lo, &hi);
-      pos = bin(b, TP_HLO_SUB, pos, cst(b, &pos, 1));
-      pos = bin(b, TP_HLO_MIN, bin(b, TP_HLO_MAX, pos, cst(b, &pos, 0)), cst(b, &pos, (double)(ns - 1)));
+      pos = tp_bin(b, TP_HLO_SUB, pos, tp_k(b, 1, pos));
+      pos = tp_bin(b, TP_HLO_MIN, tp_bin(b, TP_HLO_MAX, pos, tp_k(b, 0, pos)), tp_k(b, (double)(ns - 1), pos));
       tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, in[2], 1, &ns), pos);
       tp_hlo_value_t r = tp_hlo_select(b, mf, g, tp_hlo_reshape(b, x, 1, &total));
       out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
@@ -797,15 +789,15 @@ void tp_emit_misc(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
       tp_hlo_value_t a = tp_emit_cast_shape(b, in[0], dt, om), s = tp_emit_cast_shape(b, in[1], dt, om);
       int bits = 8 * (int)tp_dtype_size(dt);
       bool uns = tp_dtype_is_unsigned(dt);
-      tp_hlo_value_t bad = tp_hlo_compare(b, TP_CMP_GE, s, cst(b, &s, bits));
-      if (!uns) bad = bin(b, TP_HLO_OR, bad, tp_hlo_compare(b, TP_CMP_LT, s, cst(b, &s, 0)));
-      tp_hlo_value_t safe = tp_hlo_select(b, bad, cst(b, &s, 0), s);
+      tp_hlo_value_t bad = tp_hlo_compare(b, TP_CMP_GE, s, tp_k(b, bits, s));
+      if (!uns) bad = tp_bin(b, TP_HLO_OR, bad, tp_hlo_compare(b, TP_CMP_LT, s, tp_k(b, 0, s)));
+      tp_hlo_value_t safe = tp_hlo_select(b, bad, tp_k(b, 0, s), s);
       tp_hlo_value_t r;
       if (op->code == TP_M_LSHIFT) {
-        r = tp_hlo_select(b, bad, cst(b, &a, 0), bin(b, TP_HLO_SHL, a, safe));
+        r = tp_hlo_select(b, bad, tp_k(b, 0, a), tp_bin(b, TP_HLO_SHL, a, safe));
       } else {
-        tp_hlo_value_t all = uns ? cst(b, &a, 0) : bin(b, TP_HLO_SHR_A, a, cst(b, &a, bits - 1));
-        r = tp_hlo_select(b, bad, all, bin(b, uns ? TP_HLO_SHR_L : TP_HLO_SHR_A, a, safe));
+        tp_hlo_value_t all = uns ? tp_k(b, 0, a) : tp_bin(b, TP_HLO_SHR_A, a, tp_k(b, bits - 1, a));
+        r = tp_hlo_select(b, bad, all, tp_bin(b, uns ? TP_HLO_SHR_L : TP_HLO_SHR_A, a, safe));
       }
       out[0] = r;
       return;

@@ -19,7 +19,7 @@ static tp_status_t *dim_arg(const tp_op_def_t *op, const tp_op_arg_t *a, int nd,
 static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim, bool reciprocal) {
   int64_t d = dim;
   tp_hlo_value_t s = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, x.ndim ? 1 : 0, &d);
-  if (reciprocal) s = tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &s), s);
+  if (reciprocal) s = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, s), s);
   int64_t bd[TP_MAX_DIMS];
   int n = 0;
   for (int i = 0; i < x.ndim; i++)
@@ -136,7 +136,7 @@ static tp_hlo_value_t scalar_arg(tp_hlo_builder_t *b, const tp_op_arg_t *args, i
                                  const tp_hlo_value_t *like) {
   if (i < n_args && args[i].kind == TP_ARG_SCALAR)
     return tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[i], like->dtype), like->ndim, like->dims);
-  return tp_emit_full_like(b, dflt, like);
+  return tp_k(b, dflt, *like);
 }
 
 static tp_hlo_value_t gelu_cdf_parts(tp_hlo_builder_t *b, tp_hlo_value_t x, bool tanh_approx,
@@ -145,17 +145,17 @@ static tp_hlo_value_t gelu_cdf_parts(tp_hlo_builder_t *b, tp_hlo_value_t x, bool
   if (tanh_approx) {
     const double k = 0.7978845608028654, c = 0.044715;
     tp_hlo_value_t x2 = tp_hlo_binary(b, TP_HLO_MUL, x, x);
-    tp_hlo_value_t inner = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, k, &x),
+    tp_hlo_value_t inner = tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, k, x),
                                          tp_hlo_binary(b, TP_HLO_ADD, x,
-                                                       tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, c, &x),
+                                                       tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, c, x),
                                                                      tp_hlo_binary(b, TP_HLO_MUL, x2, x))));
     tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_TANH, inner);
-    tp_hlo_value_t half = tp_emit_full_like(b, 0.5, &x), one = tp_emit_full_like(b, 1, &x);
+    tp_hlo_value_t half = tp_k(b, 0.5, x), one = tp_k(b, 1, x);
     tp_hlo_value_t cdf = tp_hlo_binary(b, TP_HLO_MUL, half, tp_hlo_binary(b, TP_HLO_ADD, one, t));
     if (out_pdf_term) {
-      tp_hlo_value_t dinner = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, k, &x),
+      tp_hlo_value_t dinner = tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, k, x),
                                             tp_hlo_binary(b, TP_HLO_ADD, one,
-                                                          tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, 3 * c, &x), x2)));
+                                                          tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, 3 * c, x), x2)));
       tp_hlo_value_t sech2 = tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, t, t));
       *out_pdf_term = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, half, x),
                                     tp_hlo_binary(b, TP_HLO_MUL, sech2, dinner));
@@ -165,12 +165,12 @@ static tp_hlo_value_t gelu_cdf_parts(tp_hlo_builder_t *b, tp_hlo_value_t x, bool
   /* Phi(x) = erfc(-x / sqrt 2) / 2: exactly 0 far left, where 1 + erf(x) is not with XLA's
    * float erf (gelu(-inf) must be -inf * 0 = NaN, gelu(-1e30) -0, as on CPU). */
   tp_hlo_value_t cdf = tp_hlo_binary(
-      b, TP_HLO_MUL, tp_emit_full_like(b, 0.5, &x),
-      tp_hlo_unary(b, TP_HLO_ERFC, tp_hlo_binary(b, TP_HLO_MUL, x, tp_emit_full_like(b, -M_SQRT1_2, &x))));
+      b, TP_HLO_MUL, tp_k(b, 0.5, x),
+      tp_hlo_unary(b, TP_HLO_ERFC, tp_hlo_binary(b, TP_HLO_MUL, x, tp_k(b, -M_SQRT1_2, x))));
   if (out_pdf_term) {
     tp_hlo_value_t pdf = tp_hlo_binary(
-        b, TP_HLO_MUL, tp_emit_full_like(b, 0.3989422804014327, &x),
-        tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, -0.5, &x),
+        b, TP_HLO_MUL, tp_k(b, 0.3989422804014327, x),
+        tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, -0.5, x),
                                                   tp_hlo_binary(b, TP_HLO_MUL, x, x))));
     *out_pdf_term = tp_hlo_binary(b, TP_HLO_MUL, x, pdf);
   }
@@ -189,7 +189,7 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   tp_hlo_value_t g = backward ? tp_emit_cast_shape(b, in[0], md, out_meta) : (tp_hlo_value_t){0};
   tp_hlo_value_t x = tp_emit_cast_shape(b, in[backward ? 1 : 0], md, out_meta);
   int p = backward ? 2 : 1; /* first parameter */
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x), one = tp_emit_full_like(b, 1, &x), r;
+  tp_hlo_value_t zero = tp_k(b, 0, x), one = tp_k(b, 1, x), r;
   switch ((tp_activation_t)op->code) {
     case TP_A_GELU: {
       bool tanh_approx = approx_tanh(args, n_args, 1);
@@ -199,7 +199,7 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
        * yields +inf. */
       if (!tanh_approx && out_meta->dtype != TP_DTYPE_F64 && args[0].contiguous &&
           tp_meta_numel(&args[0].meta) > 1)
-        r = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_POS_INF, x), tp_emit_full_like(b, NAN, &x), r);
+        r = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_POS_INF, x), tp_k(b, NAN, x), r);
       break;
     }
     case TP_A_GELU_BACKWARD: {
@@ -251,14 +251,14 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
       break;
     case TP_A_DROPOUT_BACKWARD: { /* native_dropout_backward(grad, mask, scale): g * mask * scale */
       double scale = args[2].kind == TP_ARG_FLOAT ? args[2].f : 1;
-      tp_hlo_value_t s = tp_emit_full_like(b, scale, &x);
+      tp_hlo_value_t s = tp_k(b, scale, x);
       if (in[1].dtype == TP_DTYPE_BOOL) {
         /* Dropped elements are g * 0 * scale (NaN for NaN/inf, -0 for negatives), as on CPU.
          * Written as a select: XLA rewrites g * convert(mask) (the product once scale 1 folds)
          * into select(mask, g, 0), which loses them. */
         tp_hlo_value_t mask = tp_hlo_broadcast_to(b, in[1], x.ndim, x.dims);
         r = tp_hlo_select(b, mask, tp_hlo_binary(b, TP_HLO_MUL, g, s),
-                          tp_hlo_binary(b, TP_HLO_MUL, g, tp_emit_full_like(b, 0.0 * scale, &x)));
+                          tp_hlo_binary(b, TP_HLO_MUL, g, tp_k(b, 0.0 * scale, x)));
       } else {
         r = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, g, x), s);
       }
@@ -351,7 +351,7 @@ static tp_hlo_value_t moments_sum(tp_hlo_builder_t *b, tp_hlo_value_t x, int axi
   int64_t at = count >= lanes ? count / lanes * lanes - 1 : -1;
   if (at < 0) {
     tp_hlo_value_t sum = tp_hlo_reduce(b, x, zero, TP_HLO_ADD, n, dims);
-    return tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_INF, sum), tp_emit_full_like(b, NAN, &sum), sum);
+    return tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_INF, sum), tp_k(b, NAN, sum), sum);
   }
   /* |at| as an index per normalized dim, and each element's row-major index within its row. */
   int64_t start[TP_MAX_DIMS], limit[TP_MAX_DIMS], stride[TP_MAX_DIMS], kept[TP_MAX_DIMS], rem = at;
@@ -366,16 +366,16 @@ static tp_hlo_value_t moments_sum(tp_hlo_builder_t *b, tp_hlo_value_t x, int axi
   int64_t step = 1;
   for (int i = x.ndim - 1; i >= axis; i--) {
     tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, i);
-    if (step != 1) io = tp_hlo_binary(b, TP_HLO_MUL, io, tp_emit_full_like(b, (double)step, &io));
+    if (step != 1) io = tp_hlo_binary(b, TP_HLO_MUL, io, tp_k(b, (double)step, io));
     idx = i == x.ndim - 1 ? io : tp_hlo_binary(b, TP_HLO_ADD, idx, io);
     step *= x.dims[i];
   }
-  tp_hlo_value_t is_at = tp_hlo_compare(b, TP_CMP_EQ, idx, tp_emit_full_like(b, (double)at, &idx));
-  tp_hlo_value_t rest = tp_hlo_select(b, is_at, tp_emit_full_like(b, 0, &x), x);
+  tp_hlo_value_t is_at = tp_hlo_compare(b, TP_CMP_EQ, idx, tp_k(b, (double)at, idx));
+  tp_hlo_value_t rest = tp_hlo_select(b, is_at, tp_k(b, 0, x), x);
   tp_hlo_value_t sum = tp_hlo_reduce(b, rest, zero, TP_HLO_ADD, n, dims);
   tp_hlo_value_t bad = tp_hlo_unary(b, TP_HLO_IS_INF, sum);
   sum = tp_hlo_binary(b, TP_HLO_ADD, sum, tp_hlo_reshape(b, tp_hlo_slice(b, x, start, limit, stride), axis, kept));
-  return tp_hlo_select(b, bad, tp_emit_full_like(b, NAN, &sum), sum);
+  return tp_hlo_select(b, bad, tp_k(b, NAN, sum), sum);
 }
 
 /* x normalized over dims [axis, ndim): mean and rstd keep those dims at size 1. |lanes|: see
@@ -394,11 +394,11 @@ static void normalize(tp_hlo_builder_t *b, tp_hlo_value_t x, int axis, tp_hlo_va
   for (int i = 0; i < axis; i++) bd[i] = i;
   tp_hlo_value_t zero = tp_hlo_constant(b, x.dtype, 0);
   tp_hlo_value_t mean = count > 0 ? moments_sum(b, x, axis, lanes) : tp_hlo_reduce(b, x, zero, TP_HLO_ADD, n, dims);
-  mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_emit_full_like(b, (double)count, &mean));
+  mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_k(b, (double)count, mean));
   tp_hlo_value_t mean_b = tp_hlo_broadcast_in_dim(b, mean, x.ndim, x.dims, bd);
   tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, mean_b);
   tp_hlo_value_t var = tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), zero, TP_HLO_ADD, n, dims);
-  var = tp_hlo_binary(b, TP_HLO_DIV, var, tp_emit_full_like(b, (double)count, &var));
+  var = tp_hlo_binary(b, TP_HLO_DIV, var, tp_k(b, (double)count, var));
   tp_hlo_value_t rstd = tp_hlo_unary(
       b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_hlo_broadcast_to(b, eps, var.ndim, var.dims)));
   *out_xhat = tp_hlo_binary(b, TP_HLO_MUL, d, tp_hlo_broadcast_in_dim(b, rstd, x.ndim, x.dims, bd));
@@ -478,7 +478,7 @@ void tp_emit_layer_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
   for (int i = 0; i < no; i++) obd[i] = outer[i];
   tp_hlo_value_t s1 = tp_hlo_broadcast_in_dim(b, keep_shape_sum1, x.ndim, x.dims, obd);
   tp_hlo_value_t s2 = tp_hlo_broadcast_in_dim(b, keep_shape_sum2, x.ndim, x.dims, obd);
-  tp_hlo_value_t inv_n = tp_emit_full_like(b, 1.0 / (double)(count ? count : 1), &x);
+  tp_hlo_value_t inv_n = tp_k(b, 1.0 / (double)(count ? count : 1), x);
   tp_hlo_value_t dx = tp_hlo_binary(
       b, TP_HLO_MUL, rstd,
       tp_hlo_binary(b, TP_HLO_SUB,
@@ -534,7 +534,7 @@ void tp_emit_mse(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   double scale = reduction == 1 ? 2.0 / (double)tp_hlo_numel(&d) : 2.0;
   tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, &shape);
   out[0] = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, d, g),
-                                           tp_emit_full_like(b, scale, &d)), out_meta->dtype);
+                                           tp_k(b, scale, d)), out_meta->dtype);
 }
 
 /* nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight);
@@ -578,19 +578,19 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   tp_hlo_value_t cls = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, cdim);
   tp_hlo_value_t onehot = tp_hlo_compare(b, TP_CMP_EQ, cls, tb);
   int64_t ignore = args[s + 4].i;
-  tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_NE, t, tp_emit_full_like(b, (double)ignore, &t));
+  tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_NE, t, tp_k(b, (double)ignore, t));
   /* Targets other than ignore_index must name a class. */
-  tp_emit_checked_index(b, tp_hlo_select(b, valid, t, tp_emit_full_like(b, 0, &t)), x.dims[cdim], false);
+  tp_emit_checked_index(b, tp_hlo_select(b, valid, t, tp_k(b, 0, t)), x.dims[cdim], false);
   /* Per-sample weight: weight[target] (1 without weights), 0 where ignored. */
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &x);
+  tp_hlo_value_t zero = tp_k(b, 0, x);
   tp_hlo_value_t wfull = args[s + 2].kind == TP_ARG_TENSOR
                              ? tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[s + 2], md), x.ndim, x.dims,
                                                        (int64_t[]){cdim})
-                             : tp_emit_full_like(b, 1, &x);
+                             : tp_k(b, 1, x);
   tp_hlo_value_t wsel = tp_hlo_select(b, onehot, wfull, zero);
   int64_t cd = cdim;
   tp_hlo_value_t w = tp_hlo_reduce(b, wsel, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, &cd);
-  w = tp_hlo_select(b, valid, w, tp_emit_full_like(b, 0, &w));
+  w = tp_hlo_select(b, valid, w, tp_k(b, 0, w));
   int64_t reduction = args[s + 3].i;
   int64_t all[1] = {0};
   tp_hlo_value_t total = w.ndim ? tp_hlo_reduce(b, w, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : w;
@@ -599,7 +599,7 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
                                           TP_HLO_ADD, 1, &cd);
     tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_binary(b, TP_HLO_MUL, picked, w));
     /* CPU skips an ignored sample: its loss is 0 even where its input is NaN or inf. */
-    l = tp_hlo_select(b, valid, l, tp_emit_full_like(b, 0, &l));
+    l = tp_hlo_select(b, valid, l, tp_k(b, 0, l));
     if (reduction != 0) {
       l = l.ndim ? tp_hlo_reduce(b, l, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : l;
       if (reduction == 1) l = tp_hlo_binary(b, TP_HLO_DIV, l, total);
@@ -613,7 +613,7 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   if (reduction == 1) g = tp_hlo_binary(b, TP_HLO_DIV, g, tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[s + 5], md), g.ndim, g.dims));
   tp_hlo_value_t gw = reduction == 0 && w.ndim ? tp_hlo_binary(b, TP_HLO_MUL, w, g)
                                                 : tp_hlo_binary(b, TP_HLO_MUL, w, tp_hlo_broadcast_to(b, g, w.ndim, w.dims));
-  gw = tp_hlo_select(b, valid, gw, tp_emit_full_like(b, 0, &gw)); /* ignored: 0 even for NaN grads */
+  gw = tp_hlo_select(b, valid, gw, tp_k(b, 0, gw)); /* ignored: 0 even for NaN grads */
   tp_hlo_value_t gx = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, gw, 2, x.dims, bd) : tp_hlo_broadcast_to(b, gw, 1, x.dims);
   out[0] = tp_hlo_convert(b, tp_hlo_select(b, onehot, tp_hlo_unary(b, TP_HLO_NEG, gx), zero), out_meta[0].dtype);
 }
@@ -730,8 +730,8 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     mean = tp_hlo_convert(b, in[3], md);
     var = tp_hlo_convert(b, in[4], md);
   }
-  tp_hlo_value_t invstd = tp_hlo_binary(b, TP_HLO_DIV, tp_emit_full_like(b, 1, &var),
-                                        tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_emit_full_like(b, eps, &var))));
+  tp_hlo_value_t invstd = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, var),
+                                        tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_k(b, eps, var))));
   /* CPU's order (its contiguous kernel): in training the statistics are first stored in their
    * saved dtype (half types for half inputs), then y = x * alpha + beta per channel with
    * alpha = invstd * weight and beta = bias - mean * alpha, in float, rounded once. */
@@ -763,9 +763,9 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     for (int k = 0; k < 2; k++) {
       tp_dtype_t rd = out_meta[3 + k].dtype;
       tp_hlo_value_t old = tp_hlo_convert(b, in[3 + k], md);
-      tp_hlo_value_t cur = k == 0 ? m : tp_hlo_binary(b, TP_HLO_DIV, var_sum, tp_emit_full_like(b, n1, &var_sum));
-      tp_hlo_value_t upd = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, old, tp_emit_full_like(b, 1 - momentum, &old)),
-                                         tp_hlo_binary(b, TP_HLO_MUL, cur, tp_emit_full_like(b, momentum, &cur)));
+      tp_hlo_value_t cur = k == 0 ? m : tp_hlo_binary(b, TP_HLO_DIV, var_sum, tp_k(b, n1, var_sum));
+      tp_hlo_value_t upd = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, old, tp_k(b, 1 - momentum, old)),
+                                         tp_hlo_binary(b, TP_HLO_MUL, cur, tp_k(b, momentum, cur)));
       out[3 + k] = tp_hlo_convert(b, upd, rd);
     }
   }
@@ -817,9 +817,9 @@ void tp_emit_batch_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, con
     mean = tp_hlo_convert(b, in[3], md);
     tp_hlo_value_t var = tp_hlo_convert(b, in[4], md);
     double eps = args[8].kind == TP_ARG_FLOAT ? args[8].f : 1e-5;
-    invstd = tp_hlo_unary(b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_emit_full_like(b, eps, &var)));
+    invstd = tp_hlo_unary(b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_k(b, eps, var)));
   }
-  tp_hlo_value_t w = args[2].kind == TP_ARG_TENSOR ? tp_hlo_convert(b, in[2], md) : tp_emit_full_like(b, 1, &mean);
+  tp_hlo_value_t w = args[2].kind == TP_ARG_TENSOR ? tp_hlo_convert(b, in[2], md) : tp_k(b, 1, mean);
   tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x)),
                                       per_channel(b, invstd, &x));
   tp_hlo_value_t db = channel_sum(b, g);
@@ -827,7 +827,7 @@ void tp_emit_batch_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, con
   tp_hlo_value_t scale = per_channel(b, tp_hlo_binary(b, TP_HLO_MUL, w, invstd), &x);
   tp_hlo_value_t dx;
   if (train) {
-    tp_hlo_value_t inv_n = tp_emit_full_like(b, 1.0 / (double)(count ? count : 1), &db);
+    tp_hlo_value_t inv_n = tp_k(b, 1.0 / (double)(count ? count : 1), db);
     tp_hlo_value_t mg = per_channel(b, tp_hlo_binary(b, TP_HLO_MUL, db, inv_n), &x);
     tp_hlo_value_t mgx = per_channel(b, tp_hlo_binary(b, TP_HLO_MUL, dw, inv_n), &x);
     dx = tp_hlo_binary(b, TP_HLO_MUL, scale,

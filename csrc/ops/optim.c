@@ -192,19 +192,6 @@ tp_status_t *tp_infer_optim(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
 
 /* ---- emission ---- */
 
-static tp_hlo_value_t add(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_ADD, x, y);
-}
-static tp_hlo_value_t sub(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_SUB, x, y);
-}
-static tp_hlo_value_t mul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_MUL, x, y);
-}
-static tp_hlo_value_t div_(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_DIV, x, y);
-}
-
 /* A one-element value as a rank-0 value of |dt|. */
 static tp_hlo_value_t one(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t dt) {
   if (x.ndim) x = tp_hlo_reshape(b, x, 0, NULL);
@@ -223,9 +210,6 @@ static tp_hlo_value_t spread(tp_hlo_builder_t *b, tp_hlo_value_t s, tp_dtype_t d
 }
 
 /* |v| as a constant of |like|'s type and shape. */
-static tp_hlo_value_t full(tp_hlo_builder_t *b, double v, const tp_hlo_value_t *like) {
-  return tp_emit_full_like(b, v, like);
-}
 
 /* A result rounded to its output's dtype and shaped as its meta (a 1-element state may be [1]). */
 static tp_hlo_value_t store(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_meta_t *m) {
@@ -247,8 +231,8 @@ static void emit_adam(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t lr = one(b, in[A_LR], f64), one64 = tp_hlo_constant(b, f64, 1);
   tp_hlo_value_t pow1 = tp_hlo_binary(b, TP_HLO_POW, tp_hlo_constant(b, f64, beta1), step);
   tp_hlo_value_t pow2 = tp_hlo_binary(b, TP_HLO_POW, tp_hlo_constant(b, f64, beta2), step);
-  tp_hlo_value_t bc1 = sub(b, one64, pow1), bc2 = sub(b, one64, pow2);
-  tp_hlo_value_t neg_step_size = tp_hlo_unary(b, TP_HLO_NEG, div_(b, lr, bc1));
+  tp_hlo_value_t bc1 = tp_sub(b, one64, pow1), bc2 = tp_sub(b, one64, pow2);
+  tp_hlo_value_t neg_step_size = tp_hlo_unary(b, TP_HLO_NEG, tp_div(b, lr, bc1));
   tp_hlo_value_t bc2_sqrt = tp_hlo_unary(b, TP_HLO_SQRT, bc2);
 
   tp_hlo_value_t p = tp_hlo_convert(b, in[A_PARAM], md), g = tp_hlo_convert(b, in[A_GRAD], md);
@@ -256,32 +240,32 @@ static void emit_adam(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t v = tp_hlo_convert(b, in[A_EXP_AVG_SQ], md);
   tp_hlo_value_t unscaled = g;
   if (scaled) {
-    g = div_(b, g, spread(b, one(b, in[A_GRAD_SCALE], TP_DTYPE_F32), md, &g));
+    g = tp_div(b, g, spread(b, one(b, in[A_GRAD_SCALE], TP_DTYPE_F32), md, &g));
     unscaled = g;
   }
   if (maximize) g = tp_hlo_unary(b, TP_HLO_NEG, g);
   if (wd != 0) {
     if (adamw) { /* decoupled: the parameter decays by 1 - lr * weight_decay */
-      tp_hlo_value_t decay = sub(b, one64, mul(b, lr, tp_hlo_constant(b, f64, wd)));
-      p = mul(b, p, spread(b, decay, md, &p));
+      tp_hlo_value_t decay = tp_sub(b, one64, tp_mul(b, lr, tp_hlo_constant(b, f64, wd)));
+      p = tp_mul(b, p, spread(b, decay, md, &p));
     } else {     /* L2: added to the gradient */
-      g = add(b, g, mul(b, p, full(b, round_to(md, wd), &p)));
+      g = tp_add(b, g, tp_mul(b, p, tp_k(b, round_to(md, wd), p)));
     }
   }
   /* exp_avg.lerp_(grad, 1 - beta1), in lerp's two forms by the weight's size. */
   const double w = round_to(md, 1 - beta1);
-  tp_hlo_value_t diff = sub(b, g, m);
+  tp_hlo_value_t diff = tp_sub(b, g, m);
   if (fabs(w) < 0.5)
-    m = add(b, m, mul(b, full(b, w, &m), diff));
+    m = tp_add(b, m, tp_mul(b, tp_k(b, w, m), diff));
   else
-    m = sub(b, g, mul(b, diff, full(b, round_to(md, 1 - w), &m)));
-  v = add(b, mul(b, v, full(b, round_to(md, beta2), &v)),
-          mul(b, mul(b, full(b, round_to(md, 1 - beta2), &g), g), g));
+    m = tp_sub(b, g, tp_mul(b, diff, tp_k(b, round_to(md, 1 - w), m)));
+  v = tp_add(b, tp_mul(b, v, tp_k(b, round_to(md, beta2), v)),
+          tp_mul(b, tp_mul(b, tp_k(b, round_to(md, 1 - beta2), g), g), g));
   tp_hlo_value_t vmax = v;
   if (amsgrad) vmax = tp_hlo_binary(b, TP_HLO_MAX, tp_hlo_convert(b, in[A_MAX_EXP_AVG_SQ], md), v);
-  tp_hlo_value_t denom = div_(b, tp_hlo_unary(b, TP_HLO_SQRT, vmax), spread(b, bc2_sqrt, md, &v));
-  denom = add(b, denom, full(b, round_to(md, eps), &v));
-  p = add(b, p, div_(b, mul(b, spread(b, neg_step_size, md, &m), m), denom));
+  tp_hlo_value_t denom = tp_div(b, tp_hlo_unary(b, TP_HLO_SQRT, vmax), spread(b, bc2_sqrt, md, &v));
+  denom = tp_add(b, denom, tp_k(b, round_to(md, eps), v));
+  p = tp_add(b, p, tp_div(b, tp_mul(b, spread(b, neg_step_size, md, &m), m), denom));
 
   tp_hlo_value_t results[5], olds[5];
   int n = 0;
@@ -309,7 +293,7 @@ static void emit_unscale(tp_hlo_builder_t *b, const tp_hlo_value_t *in, const tp
   const tp_dtype_t md = tp_math_dtype(in[U_GRAD].dtype);
   tp_hlo_value_t x = tp_hlo_convert(b, in[U_GRAD], md);
   tp_hlo_value_t inv = spread(b, one(b, in[U_INV_SCALE], TP_DTYPE_F32), md, &x);
-  out[0] = tp_hlo_convert(b, mul(b, x, inv), out_meta[0].dtype);
+  out[0] = tp_hlo_convert(b, tp_mul(b, x, inv), out_meta[0].dtype);
   tp_hlo_value_t bad = tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_unary(b, TP_HLO_IS_FINITE, x));
   if (bad.ndim) {
     int64_t dims[TP_MAX_DIMS];
@@ -330,10 +314,10 @@ static void emit_update_scale(tp_hlo_builder_t *b, const tp_op_arg_t *args,
                                         tp_hlo_constant(b, f32, 0)); /* NaN counts as found */
   /* The factors multiply in f64 (the kernel's float * double) and round once to f32. */
   tp_hlo_value_t backed_off =
-      tp_hlo_convert(b, mul(b, scale64, tp_hlo_constant(b, f64, args[S_BACKOFF].f)), f32);
+      tp_hlo_convert(b, tp_mul(b, scale64, tp_hlo_constant(b, f64, args[S_BACKOFF].f)), f32);
   tp_hlo_value_t grown =
-      tp_hlo_convert(b, mul(b, scale64, tp_hlo_constant(b, f64, args[S_GROWTH].f)), f32);
-  tp_hlo_value_t successful = add(b, one(b, in[S_TRACKER], i64), tp_hlo_constant_i(b, i64, 1));
+      tp_hlo_convert(b, tp_mul(b, scale64, tp_hlo_constant(b, f64, args[S_GROWTH].f)), f32);
+  tp_hlo_value_t successful = tp_add(b, one(b, in[S_TRACKER], i64), tp_hlo_constant_i(b, i64, 1));
   tp_hlo_value_t due = tp_hlo_compare(b, TP_CMP_EQ, successful,
                                       tp_hlo_constant_i(b, i64, args[S_INTERVAL].i));
   /* Growing never takes the scale past f32's range to infinity. */

@@ -66,17 +66,17 @@ void tp_emit_pad_mode(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
     int j = nd - 1 - d;
     if (j < k) {
       int64_t lo = args[pi].ints[2 * j], n = x->sizes[d];
-      c = tp_hlo_binary(b, TP_HLO_SUB, c, tp_emit_full_like(b, (double)lo, &c));
+      c = tp_hlo_binary(b, TP_HLO_SUB, c, tp_k(b, (double)lo, c));
       if (repl) {
-        c = tp_hlo_binary(b, TP_HLO_MAX, c, tp_emit_full_like(b, 0, &c));
-        c = tp_hlo_binary(b, TP_HLO_MIN, c, tp_emit_full_like(b, (double)(n - 1), &c));
+        c = tp_hlo_binary(b, TP_HLO_MAX, c, tp_k(b, 0, c));
+        c = tp_hlo_binary(b, TP_HLO_MIN, c, tp_k(b, (double)(n - 1), c));
       } else { /* reflect about 0 and n - 1, without repeating the edge */
         c = tp_hlo_unary(b, TP_HLO_ABS, c);
-        tp_hlo_value_t over = tp_hlo_compare(b, TP_CMP_GT, c, tp_emit_full_like(b, (double)(n - 1), &c));
-        c = tp_hlo_select(b, over, tp_hlo_binary(b, TP_HLO_SUB, tp_emit_full_like(b, (double)(2 * (n - 1)), &c), c), c);
+        tp_hlo_value_t over = tp_hlo_compare(b, TP_CMP_GT, c, tp_k(b, (double)(n - 1), c));
+        c = tp_hlo_select(b, over, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, (double)(2 * (n - 1)), c), c), c);
       }
     }
-    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_emit_full_like(b, (double)st[d], &c)));
+    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)st[d], c)));
   }
   int64_t total = tp_meta_numel(&o), n_in = tp_meta_numel(x);
   tp_hlo_value_t flat_lin = tp_hlo_reshape(b, lin, 1, &total);

@@ -8,21 +8,6 @@
 
 #include "ops/families.h"
 
-static tp_hlo_value_t k_like(tp_hlo_builder_t *b, double v, tp_hlo_value_t x) {
-  return tp_emit_full_like(b, v, &x);
-}
-static tp_hlo_value_t bin(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x,
-                          tp_hlo_value_t y) {
-  return tp_hlo_binary(b, op, x, y);
-}
-static tp_hlo_value_t cmp(tp_hlo_builder_t *b, tp_hlo_cmp_t dir, tp_hlo_value_t x,
-                          tp_hlo_value_t y) {
-  return tp_hlo_compare(b, dir, x, y);
-}
-static tp_hlo_value_t is_nan(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  return tp_hlo_compare(b, TP_CMP_NE, x, x);
-}
-
 /* Where each code finds its tensors: the value (self) and, for backwards, the gradient. */
 static int self_index(const tp_op_def_t *op, const tp_op_arg_t *args) {
   switch ((tp_pointwise_t)op->code) {
@@ -148,14 +133,14 @@ void tp_emit_pointwise(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_a
     double nan_v = n_args > 1 && args[1].kind == TP_ARG_FLOAT ? args[1].f : 0;
     double pos_v = n_args > 2 && args[2].kind == TP_ARG_FLOAT ? args[2].f : fm;
     double neg_v = n_args > 3 && args[3].kind == TP_ARG_FLOAT ? args[3].f : -fm;
-    tp_hlo_value_t r = tp_hlo_select(b, is_nan(b, x), const_as(b, nan_v, x), x);
+    tp_hlo_value_t r = tp_hlo_select(b, tp_is_nan(b, x), const_as(b, nan_v, x), x);
     r = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_POS_INF, x), const_as(b, pos_v, x), r);
     out[0] = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_NEG_INF, x), const_as(b, neg_v, x), r);
     return;
   }
   tp_hlo_value_t x = tp_emit_cast_shape(b, in[si], md, &out_meta[0]);
   tp_hlo_value_t g = has_grad(code) ? tp_emit_cast_shape(b, in[0], md, &out_meta[0]) : x;
-  tp_hlo_value_t zero = k_like(b, 0, x), one = k_like(b, 1, x);
+  tp_hlo_value_t zero = tp_k(b, 0, x), one = tp_k(b, 1, x);
   tp_hlo_value_t r = x;
   switch (code) {
     case TP_P_POLYGAMMA:
@@ -164,11 +149,11 @@ void tp_emit_pointwise(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_a
     case TP_P_ROUND_DECIMALS: {
       /* As CPU: a * 10^d (or a / 10^-d) rounded to the type, to nearest even, then back. */
       int64_t d = args[1].i;
-      tp_hlo_value_t p = tp_hlo_convert(b, tp_hlo_convert(b, k_like(b, pow(10.0, (double)(d < 0 ? -d : d)), x), od), md);
-      tp_hlo_value_t s = bin(b, d < 0 ? TP_HLO_DIV : TP_HLO_MUL, x, p);
+      tp_hlo_value_t p = tp_hlo_convert(b, tp_hlo_convert(b, tp_k(b, pow(10.0, (double)(d < 0 ? -d : d)), x), od), md);
+      tp_hlo_value_t s = tp_bin(b, d < 0 ? TP_HLO_DIV : TP_HLO_MUL, x, p);
       s = tp_hlo_convert(b, tp_hlo_convert(b, s, od), md);
       s = tp_hlo_unary(b, TP_HLO_ROUND_EVEN, s);
-      r = d == 0 ? tp_hlo_unary(b, TP_HLO_ROUND_EVEN, x) : bin(b, d < 0 ? TP_HLO_MUL : TP_HLO_DIV, s, p);
+      r = d == 0 ? tp_hlo_unary(b, TP_HLO_ROUND_EVEN, x) : tp_bin(b, d < 0 ? TP_HLO_MUL : TP_HLO_DIV, s, p);
       break;
     }
     case TP_P_SOFTPLUS: case TP_P_SOFTPLUS_BACKWARD: {
@@ -176,27 +161,27 @@ void tp_emit_pointwise(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_a
       tp_hlo_value_t beta = bi < n_args && args[bi].kind == TP_ARG_SCALAR
                                 ? tp_emit_cast_shape(b, in[bi], md, &out_meta[0]) : one;
       tp_hlo_value_t th = bi + 1 < n_args && args[bi + 1].kind == TP_ARG_SCALAR
-                              ? tp_emit_cast_shape(b, in[bi + 1], md, &out_meta[0]) : k_like(b, 20, x);
-      tp_hlo_value_t xb = bin(b, TP_HLO_MUL, x, beta);
-      tp_hlo_value_t lin = cmp(b, TP_CMP_GT, xb, th);
+                              ? tp_emit_cast_shape(b, in[bi + 1], md, &out_meta[0]) : tp_k(b, 20, x);
+      tp_hlo_value_t xb = tp_bin(b, TP_HLO_MUL, x, beta);
+      tp_hlo_value_t lin = tp_cmp(b, TP_CMP_GT, xb, th);
       tp_hlo_value_t z = tp_hlo_unary(b, TP_HLO_EXP, xb);
       if (code == TP_P_SOFTPLUS)
-        r = tp_hlo_select(b, lin, x, bin(b, TP_HLO_DIV, tp_hlo_unary(b, TP_HLO_LOG1P, z), beta));
+        r = tp_hlo_select(b, lin, x, tp_bin(b, TP_HLO_DIV, tp_hlo_unary(b, TP_HLO_LOG1P, z), beta));
       else
-        r = tp_hlo_select(b, lin, g, bin(b, TP_HLO_DIV, bin(b, TP_HLO_MUL, g, z), bin(b, TP_HLO_ADD, z, one)));
+        r = tp_hlo_select(b, lin, g, tp_bin(b, TP_HLO_DIV, tp_bin(b, TP_HLO_MUL, g, z), tp_bin(b, TP_HLO_ADD, z, one)));
       break;
     }
     case TP_P_SOFTSHRINK: case TP_P_SOFTSHRINK_BACKWARD:
     case TP_P_HARDSHRINK: case TP_P_HARDSHRINK_BACKWARD: {
       int li = code == TP_P_SOFTSHRINK || code == TP_P_HARDSHRINK ? 1 : 2;
       tp_hlo_value_t l = li < n_args && args[li].kind == TP_ARG_SCALAR
-                             ? tp_emit_cast_shape(b, in[li], md, &out_meta[0]) : k_like(b, 0.5, x);
+                             ? tp_emit_cast_shape(b, in[li], md, &out_meta[0]) : tp_k(b, 0.5, x);
       tp_hlo_value_t nl = tp_hlo_unary(b, TP_HLO_NEG, l);
-      tp_hlo_value_t inside = bin(b, TP_HLO_AND, cmp(b, TP_CMP_GE, x, nl), cmp(b, TP_CMP_LE, x, l));
+      tp_hlo_value_t inside = tp_bin(b, TP_HLO_AND, tp_cmp(b, TP_CMP_GE, x, nl), tp_cmp(b, TP_CMP_LE, x, l));
       if (code == TP_P_SOFTSHRINK) {
-        r = tp_hlo_select(b, cmp(b, TP_CMP_GT, x, l), bin(b, TP_HLO_SUB, x, l),
-                          tp_hlo_select(b, cmp(b, TP_CMP_LT, x, nl), bin(b, TP_HLO_ADD, x, l),
-                                        bin(b, TP_HLO_MUL, x, zero)));
+        r = tp_hlo_select(b, tp_cmp(b, TP_CMP_GT, x, l), tp_bin(b, TP_HLO_SUB, x, l),
+                          tp_hlo_select(b, tp_cmp(b, TP_CMP_LT, x, nl), tp_bin(b, TP_HLO_ADD, x, l),
+                                        tp_bin(b, TP_HLO_MUL, x, zero)));
       } else if (code == TP_P_HARDSHRINK) {
         r = tp_hlo_select(b, inside, zero, x);
       } else {
@@ -207,7 +192,7 @@ void tp_emit_pointwise(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_a
     case TP_P_THRESHOLD: {
       tp_hlo_value_t th = tp_emit_cast_shape(b, in[1], md, &out_meta[0]);
       tp_hlo_value_t v = tp_emit_cast_shape(b, in[2], md, &out_meta[0]);
-      r = tp_hlo_select(b, cmp(b, TP_CMP_LE, x, th), v, x);
+      r = tp_hlo_select(b, tp_cmp(b, TP_CMP_LE, x, th), v, x);
       break;
     }
     case TP_P_LOGIT: case TP_P_LOGIT_BACKWARD: {
@@ -221,28 +206,28 @@ void tp_emit_pointwise(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_a
       if (code == TP_P_LOGIT) {
         tp_hlo_value_t z = x;
         if (has_eps) {
-          z = tp_hlo_select(b, cmp(b, TP_CMP_LT, z, lo), lo, tp_hlo_select(b, cmp(b, TP_CMP_GT, z, hi), hi, z));
+          z = tp_hlo_select(b, tp_cmp(b, TP_CMP_LT, z, lo), lo, tp_hlo_select(b, tp_cmp(b, TP_CMP_GT, z, hi), hi, z));
         }
-        r = tp_hlo_unary(b, TP_HLO_LOG, RND(bin(b, TP_HLO_DIV, z, RND(bin(b, TP_HLO_SUB, one, z)))));
+        r = tp_hlo_unary(b, TP_HLO_LOG, RND(tp_bin(b, TP_HLO_DIV, z, RND(tp_bin(b, TP_HLO_SUB, one, z)))));
       } else {
-        tp_hlo_value_t outside = bin(b, TP_HLO_OR, cmp(b, TP_CMP_LT, x, lo), cmp(b, TP_CMP_GT, x, hi));
-        tp_hlo_value_t d = bin(b, TP_HLO_DIV, g, RND(bin(b, TP_HLO_MUL, x, RND(bin(b, TP_HLO_SUB, one, x)))));
-        r = tp_hlo_select(b, outside, k_like(b, has_eps ? 0 : NAN, x), d);
+        tp_hlo_value_t outside = tp_bin(b, TP_HLO_OR, tp_cmp(b, TP_CMP_LT, x, lo), tp_cmp(b, TP_CMP_GT, x, hi));
+        tp_hlo_value_t d = tp_bin(b, TP_HLO_DIV, g, RND(tp_bin(b, TP_HLO_MUL, x, RND(tp_bin(b, TP_HLO_SUB, one, x)))));
+        r = tp_hlo_select(b, outside, tp_k(b, has_eps ? 0 : NAN, x), d);
       }
 #undef RND
       break;
     }
     case TP_P_LOG_SIGMOID: case TP_P_LOG_SIGMOID_BACKWARD: {
       tp_hlo_value_t z = tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_unary(b, TP_HLO_ABS, x)));
-      tp_hlo_value_t neg = cmp(b, TP_CMP_LT, x, zero);
+      tp_hlo_value_t neg = tp_cmp(b, TP_CMP_LT, x, zero);
       if (code == TP_P_LOG_SIGMOID) {
         tp_hlo_value_t m = tp_hlo_select(b, neg, x, zero);
-        r = bin(b, TP_HLO_SUB, m, tp_hlo_unary(b, TP_HLO_LOG1P, z));
+        r = tp_bin(b, TP_HLO_SUB, m, tp_hlo_unary(b, TP_HLO_LOG1P, z));
         out[1] = tp_hlo_convert(b, z, out_meta[1].dtype);
       } else {
         /* grad * (max_deriv - sign * z / (1 + z)), max_deriv = x < 0, sign = x < 0 ? 1 : -1 */
-        tp_hlo_value_t q = bin(b, TP_HLO_DIV, z, bin(b, TP_HLO_ADD, one, z));
-        r = bin(b, TP_HLO_MUL, g, tp_hlo_select(b, neg, bin(b, TP_HLO_SUB, one, q), q));
+        tp_hlo_value_t q = tp_bin(b, TP_HLO_DIV, z, tp_bin(b, TP_HLO_ADD, one, z));
+        r = tp_bin(b, TP_HLO_MUL, g, tp_hlo_select(b, neg, tp_bin(b, TP_HLO_SUB, one, q), q));
       }
       break;
     }

@@ -120,10 +120,6 @@ tp_status_t *tp_infer_max_pool(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
   return NULL;
 }
 
-static tp_hlo_value_t cst(tp_hlo_builder_t *b, const tp_hlo_value_t *like, double v) {
-  return tp_emit_full_like(b, v, like);
-}
-
 /* Scatters |v| (shape of |idx|, i64 flat indices within each plane of |k| trailing dims) into a
  * zero tensor of |shape|, adding duplicates (|add|) or keeping the last. Indices outside the
  * plane are dropped. */
@@ -137,11 +133,11 @@ static tp_hlo_value_t scatter_planes(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_h
   v = tp_hlo_reshape(b, v, 2, pd);
   idx = tp_hlo_reshape(b, idx, 2, pd);
   tp_hlo_value_t pl = tp_hlo_iota(b, TP_DTYPE_I64, 2, pd, 0);
-  tp_hlo_value_t bad = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, idx, cst(b, &idx, 0)),
-                                     tp_hlo_compare(b, TP_CMP_GE, idx, cst(b, &idx, (double)plane)));
+  tp_hlo_value_t bad = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, idx, tp_k(b, 0, idx)),
+                                     tp_hlo_compare(b, TP_CMP_GE, idx, tp_k(b, (double)plane, idx)));
   tp_hlo_check(b, bad);
-  tp_hlo_value_t lin = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, pl, cst(b, &pl, (double)plane)));
-  lin = tp_hlo_select(b, bad, cst(b, &lin, (double)total), lin);
+  tp_hlo_value_t lin = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, pl, tp_k(b, (double)plane, pl)));
+  lin = tp_hlo_select(b, bad, tp_k(b, (double)total, lin), lin);
   lin = tp_hlo_reshape(b, lin, 1, &n);
   v = tp_hlo_reshape(b, v, 1, &n);
   tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &total);
@@ -150,8 +146,8 @@ static tp_hlo_value_t scatter_planes(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_h
   tp_hlo_value_t pos = tp_hlo_iota(b, TP_DTYPE_I64, 1, &n, 0);
   tp_hlo_value_t none = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), 1, &total);
   tp_hlo_value_t src = tp_hlo_scatter_1d_op(b, none, lin, pos, TP_HLO_MAX);
-  tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_GE, src, cst(b, &src, 0));
-  tp_hlo_value_t g = tp_hlo_gather_1d(b, v, tp_hlo_binary(b, TP_HLO_MAX, src, cst(b, &src, 0)));
+  tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_GE, src, tp_k(b, 0, src));
+  tp_hlo_value_t g = tp_hlo_gather_1d(b, v, tp_hlo_binary(b, TP_HLO_MAX, src, tp_k(b, 0, src)));
   return tp_hlo_reshape(b, tp_hlo_select(b, hit, g, zeros), ndim, shape);
 }
 
@@ -200,9 +196,9 @@ static void emit_fixed(tp_hlo_builder_t *b, const pool_t *p, tp_hlo_value_t x, c
       start[d] = t[i] * p->d[i];
       limit[d] = start[d] + (om->sizes[d] - 1) * p->s[i] + 1;
       step[d] = p->s[i];
-      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, pos[i], cst(b, &pos[i], (double)p->s[i])),
-                                       cst(b, &pos[i], (double)(t[i] * p->d[i] - p->p[i])));
-      c = tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)stride));
+      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, pos[i], tp_k(b, (double)p->s[i], pos[i])),
+                                       tp_k(b, (double)(t[i] * p->d[i] - p->p[i]), pos[i]));
+      c = tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stride, c));
       idx = i == k - 1 ? c : tp_hlo_binary(b, TP_HLO_ADD, idx, c);
       stride *= x.dims[d];
     }
@@ -229,9 +225,9 @@ static void emit_adaptive(tp_hlo_builder_t *b, const pool_t *p, tp_hlo_value_t x
   for (int i = 0; i < k; i++) {
     int64_t n = x.dims[f + i], m = om->sizes[f + i];
     tp_hlo_value_t o = tp_hlo_iota(b, TP_DTYPE_I64, nd, om->sizes, f + i);
-    lo[i] = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_MUL, o, cst(b, &o, (double)n)), cst(b, &o, (double)m));
-    tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, o, cst(b, &o, 1)), cst(b, &o, (double)n));
-    hi[i] = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_ADD, e, cst(b, &o, (double)(m - 1))), cst(b, &o, (double)m));
+    lo[i] = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_MUL, o, tp_k(b, (double)n, o)), tp_k(b, (double)m, o));
+    tp_hlo_value_t e = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, o, tp_k(b, 1, o)), tp_k(b, (double)n, o));
+    hi[i] = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_ADD, e, tp_k(b, (double)(m - 1), o)), tp_k(b, (double)m, o));
     K[i] = 1;
     for (int64_t j = 0; j < m; j++) {
       int64_t w = ((j + 1) * n + m - 1) / m - j * n / m;
@@ -247,7 +243,7 @@ static void emit_adaptive(tp_hlo_builder_t *b, const pool_t *p, tp_hlo_value_t x
   int64_t pstride = plane;
   for (int d = f - 1; d >= 0; d--) {
     tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I64, nd, om->sizes, d);
-    base = tp_hlo_binary(b, TP_HLO_ADD, base, tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)pstride)));
+    base = tp_hlo_binary(b, TP_HLO_ADD, base, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)pstride, c)));
     pstride *= x.dims[d];
   }
   int64_t on = tp_meta_numel(om);
@@ -261,10 +257,10 @@ static void emit_adaptive(tp_hlo_builder_t *b, const pool_t *p, tp_hlo_value_t x
     tp_hlo_value_t idx = {0}, valid = {0};
     int64_t stride = 1;
     for (int i = k - 1; i >= 0; i--) {
-      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, lo[i], cst(b, &lo[i], (double)t[i]));
+      tp_hlo_value_t c = tp_hlo_binary(b, TP_HLO_ADD, lo[i], tp_k(b, (double)t[i], lo[i]));
       tp_hlo_value_t ok = tp_hlo_compare(b, TP_CMP_LT, c, hi[i]);
-      c = tp_hlo_binary(b, TP_HLO_MIN, c, cst(b, &c, (double)(x.dims[f + i] - 1)));
-      c = tp_hlo_binary(b, TP_HLO_MUL, c, cst(b, &c, (double)stride));
+      c = tp_hlo_binary(b, TP_HLO_MIN, c, tp_k(b, (double)(x.dims[f + i] - 1), c));
+      c = tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stride, c));
       idx = i == k - 1 ? c : tp_hlo_binary(b, TP_HLO_ADD, idx, c);
       valid = i == k - 1 ? ok : tp_hlo_binary(b, TP_HLO_AND, valid, ok);
       stride *= x.dims[f + i];

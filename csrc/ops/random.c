@@ -12,8 +12,8 @@
 /* splitmix64 over int64 (wrapping multiply, logical shifts). */
 static tp_hlo_value_t mix(tp_hlo_builder_t *b, tp_hlo_value_t z) {
   const int64_t m1 = (int64_t)0xBF58476D1CE4E5B9ull, m2 = (int64_t)0x94D049BB133111EBull;
-  tp_hlo_value_t s30 = tp_emit_full_like(b, 30, &z), s27 = tp_emit_full_like(b, 27, &z),
-                 s31 = tp_emit_full_like(b, 31, &z);
+  tp_hlo_value_t s30 = tp_k(b, 30, z), s27 = tp_k(b, 27, z),
+                 s31 = tp_k(b, 31, z);
   z = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_XOR, z, tp_hlo_binary(b, TP_HLO_SHR_L, z, s30)),
                     tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, m1), z.ndim, z.dims));
   z = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_XOR, z, tp_hlo_binary(b, TP_HLO_SHR_L, z, s27)),
@@ -28,7 +28,7 @@ static tp_hlo_value_t random_bits(tp_hlo_builder_t *b, tp_hlo_value_t key, const
   const int64_t golden = (int64_t)0x9E3779B97F4A7C15ull;
   tp_hlo_value_t z = tp_hlo_binary(
       b, TP_HLO_ADD, tp_hlo_broadcast_to(b, key, 1, &n),
-      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, idx, tp_emit_full_like(b, 1, &idx)),
+      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_ADD, idx, tp_k(b, 1, idx)),
                     tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, golden), 1, &n)));
   return mix(b, z);
 }
@@ -38,9 +38,9 @@ static tp_hlo_value_t uniform01(tp_hlo_builder_t *b, tp_hlo_value_t key, const t
                                 tp_dtype_t dtype) {
   tp_hlo_value_t z = random_bits(b, key, shape);
   bool wide = dtype == TP_DTYPE_F64;
-  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_emit_full_like(b, wide ? 11 : 40, &z));
+  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_k(b, wide ? 11 : 40, z));
   tp_hlo_value_t u = tp_hlo_convert(b, top, wide ? TP_DTYPE_F64 : TP_DTYPE_F32);
-  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_emit_full_like(b, wide ? 0x1p-53 : 0x1p-24, &u));
+  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_k(b, wide ? 0x1p-53 : 0x1p-24, u));
   return tp_hlo_reshape(b, u, shape->ndim, shape->sizes);
 }
 
@@ -50,10 +50,10 @@ static tp_hlo_value_t uniform_open(tp_hlo_builder_t *b, tp_hlo_value_t key, cons
                                    tp_dtype_t dtype) {
   tp_hlo_value_t z = random_bits(b, key, shape);
   bool wide = dtype == TP_DTYPE_F64;
-  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_emit_full_like(b, wide ? 12 : 41, &z));
+  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_k(b, wide ? 12 : 41, z));
   tp_hlo_value_t u = tp_hlo_convert(b, top, wide ? TP_DTYPE_F64 : TP_DTYPE_F32);
-  u = tp_hlo_binary(b, TP_HLO_ADD, u, tp_emit_full_like(b, 0.5, &u));
-  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_emit_full_like(b, wide ? 0x1p-52 : 0x1p-23, &u));
+  u = tp_hlo_binary(b, TP_HLO_ADD, u, tp_k(b, 0.5, u));
+  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_k(b, wide ? 0x1p-52 : 0x1p-23, u));
   return tp_hlo_reshape(b, u, shape->ndim, shape->sizes);
 }
 
@@ -127,14 +127,14 @@ static tp_hlo_value_t argmax_last(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   tp_hlo_value_t m = tp_hlo_broadcast_in_dim(b, reduce1(b, x, -INFINITY, TP_HLO_MAX, last), x.ndim, x.dims, bd);
   tp_hlo_value_t iota = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, last);
   tp_hlo_value_t at = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, m), iota,
-                                    tp_emit_full_like(b, (double)x.dims[last], &iota));
+                                    tp_k(b, (double)x.dims[last], iota));
   return reduce1(b, at, (double)x.dims[last], TP_HLO_MIN, last);
 }
 
 /* The verdict of CPU's checks of probabilities |p| ([R, K]): 0 or an MN_ code, as 0-d i64. */
 static tp_hlo_value_t multinomial_verdict(tp_hlo_builder_t *b, tp_hlo_value_t p, bool once) {
   int64_t r = p.dims[0], k = p.dims[1];
-  tp_hlo_value_t negative = tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_compare(b, TP_CMP_GE, p, tp_emit_full_like(b, 0, &p)));
+  tp_hlo_value_t negative = tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_compare(b, TP_CMP_GE, p, tp_k(b, 0, p)));
   tp_hlo_value_t infinite = tp_hlo_unary(b, TP_HLO_IS_INF, p);
   tp_hlo_value_t zero_sum = tp_hlo_compare(b, TP_CMP_LE, reduce1(b, p, 0, TP_HLO_ADD, 1),
                                            tp_hlo_broadcast_to(b, tp_hlo_constant(b, p.dtype, 0), 1, &r));
@@ -153,17 +153,17 @@ static tp_hlo_value_t multinomial_verdict(tp_hlo_builder_t *b, tp_hlo_value_t p,
       b, TP_HLO_ADD, tp_hlo_iota(b, TP_DTYPE_I64, 2, p.dims, 1),
       tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 2, p.dims, 0),
                     tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, k + 1), 2, p.dims)));
-  place = tp_hlo_binary(b, TP_HLO_MUL, place, tp_emit_full_like(b, 4, &place));
-  tp_hlo_value_t code = tp_hlo_select(b, negative, tp_emit_full_like(b, MN_NEGATIVE, &place),
-                                      tp_hlo_select(b, infinite, tp_emit_full_like(b, MN_INFINITE, &place),
-                                                    tp_emit_full_like(b, never, &place)));
+  place = tp_hlo_binary(b, TP_HLO_MUL, place, tp_k(b, 4, place));
+  tp_hlo_value_t code = tp_hlo_select(b, negative, tp_k(b, MN_NEGATIVE, place),
+                                      tp_hlo_select(b, infinite, tp_k(b, MN_INFINITE, place),
+                                                    tp_k(b, never, place)));
   tp_hlo_value_t first = reduce1(b, reduce1(b, tp_hlo_binary(b, TP_HLO_ADD, place, code), never, TP_HLO_MIN, 1),
                                  never, TP_HLO_MIN, 0);
   tp_hlo_value_t row_place = tp_hlo_binary(
       b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 1, &r, 0),
       tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 4 * (k + 1)), 1, &r));
-  row_place = tp_hlo_binary(b, TP_HLO_ADD, row_place, tp_emit_full_like(b, (double)(4 * k + MN_ZERO_SUM), &row_place));
-  tp_hlo_value_t row_first = reduce1(b, tp_hlo_select(b, zero_sum, row_place, tp_emit_full_like(b, never, &row_place)),
+  row_place = tp_hlo_binary(b, TP_HLO_ADD, row_place, tp_k(b, (double)(4 * k + MN_ZERO_SUM), row_place));
+  tp_hlo_value_t row_first = reduce1(b, tp_hlo_select(b, zero_sum, row_place, tp_k(b, never, row_place)),
                                      never, TP_HLO_MIN, 0);
   first = tp_hlo_binary(b, TP_HLO_MIN, first, row_first);
   tp_hlo_value_t four = tp_hlo_constant_i(b, TP_DTYPE_I64, 4);
@@ -269,8 +269,8 @@ void tp_emit_random(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     bool has_from = n_args > 4; /* (self, [from,] to, generator, key) */
     int64_t from = has_from ? args[1].i : 0, to = args[has_from ? 2 : 1].i;
     tp_hlo_value_t z = random_bits(b, key, m);
-    z = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_emit_full_like(b, 1, &z));
-    z = tp_hlo_binary(b, TP_HLO_REM, z, tp_emit_full_like(b, (double)(to - from), &z));
+    z = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_k(b, 1, z));
+    z = tp_hlo_binary(b, TP_HLO_REM, z, tp_k(b, (double)(to - from), z));
     z = tp_hlo_binary(b, TP_HLO_ADD, z, tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, from), z.ndim, z.dims));
     out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, z, m->ndim, m->sizes), m->dtype);
     return;
@@ -283,14 +283,14 @@ void tp_emit_random(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
                                         tp_hlo_constant_i(b, TP_DTYPE_I64, (int64_t)0x5851F42D4C957F2Dull));
     tp_hlo_value_t u2 = uniform01(b, key2, m, ud);
     tp_hlo_value_t r = tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_binary(
-        b, TP_HLO_MUL, tp_emit_full_like(b, -2, &u1),
-        tp_hlo_unary(b, TP_HLO_LOG, tp_hlo_binary(b, TP_HLO_SUB, tp_emit_full_like(b, 1, &u1), u1))));
+        b, TP_HLO_MUL, tp_k(b, -2, u1),
+        tp_hlo_unary(b, TP_HLO_LOG, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 1, u1), u1))));
     tp_hlo_value_t z = tp_hlo_binary(b, TP_HLO_MUL, r, tp_hlo_unary(b, TP_HLO_COS, tp_hlo_binary(
-        b, TP_HLO_MUL, u2, tp_emit_full_like(b, 6.283185307179586, &u2))));
+        b, TP_HLO_MUL, u2, tp_k(b, 6.283185307179586, u2))));
     double mean = n_args > 2 && args[1].kind == TP_ARG_FLOAT ? args[1].f : 0;
     double std = n_args > 3 && args[2].kind == TP_ARG_FLOAT ? args[2].f : 1;
-    z = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, z, tp_emit_full_like(b, std, &z)),
-                      tp_emit_full_like(b, mean, &z));
+    z = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, z, tp_k(b, std, z)),
+                      tp_k(b, mean, z));
     out[0] = tp_hlo_convert(b, z, m->dtype);
     return;
   }
@@ -299,13 +299,13 @@ void tp_emit_random(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
   switch ((tp_random_t)op->code) {
     case TP_RAND_UNIFORM: {
       double from = args[1].kind == TP_ARG_FLOAT ? args[1].f : 0, to = args[2].kind == TP_ARG_FLOAT ? args[2].f : 1;
-      u = tp_hlo_binary(b, TP_HLO_ADD, tp_emit_full_like(b, from, &u),
-                        tp_hlo_binary(b, TP_HLO_MUL, u, tp_emit_full_like(b, to - from, &u)));
+      u = tp_hlo_binary(b, TP_HLO_ADD, tp_k(b, from, u),
+                        tp_hlo_binary(b, TP_HLO_MUL, u, tp_k(b, to - from, u)));
       out[0] = tp_hlo_convert(b, u, m->dtype);
       return;
     }
     case TP_RAND_BERNOULLI:
-      out[0] = tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_LT, u, tp_emit_full_like(b, args[1].f, &u)),
+      out[0] = tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_LT, u, tp_k(b, args[1].f, u)),
                               m->dtype);
       return;
     case TP_RAND_DROPOUT: {
@@ -314,13 +314,13 @@ void tp_emit_random(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(m->dtype));
       if (!train || p == 0) {
         out[0] = in[0];
-        out[1] = tp_hlo_convert(b, tp_emit_full_like(b, 1, &x), TP_DTYPE_BOOL);
+        out[1] = tp_hlo_convert(b, tp_k(b, 1, x), TP_DTYPE_BOOL);
         return;
       }
-      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GE, u, tp_emit_full_like(b, p, &u));
-      tp_hlo_value_t scale = tp_emit_full_like(b, p < 1 ? 1.0 / (1.0 - p) : 0.0, &x);
+      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GE, u, tp_k(b, p, u));
+      tp_hlo_value_t scale = tp_k(b, p < 1 ? 1.0 / (1.0 - p) : 0.0, x);
       tp_hlo_value_t y = tp_hlo_select(b, keep, tp_hlo_binary(b, TP_HLO_MUL, x, scale),
-                                       tp_emit_full_like(b, 0, &x));
+                                       tp_k(b, 0, x));
       out[0] = tp_hlo_convert(b, y, m->dtype);
       out[1] = keep;
       return;

@@ -56,15 +56,15 @@ void tp_emit_linspace(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t e = tp_hlo_convert(b, tp_hlo_convert(b, in[1], dt), st);
   if (n == 1) { /* logspace: pow(base, start as double), start not rounded to the type */
     tp_hlo_value_t v = op->code ? tp_hlo_convert(b, in[0], TP_DTYPE_F64) : s;
-    if (op->code) v = tp_hlo_binary(b, TP_HLO_POW, tp_emit_full_like(b, args[3].f, &v), v);
+    if (op->code) v = tp_hlo_binary(b, TP_HLO_POW, tp_k(b, args[3].f, v), v);
     out[0] = tp_hlo_convert(b, tp_hlo_broadcast_to(b, v, 1, &n), dt);
     return;
   }
   tp_hlo_value_t step = tp_hlo_binary(b, TP_HLO_DIV, tp_hlo_binary(b, TP_HLO_SUB, e, s),
                                       tp_hlo_constant(b, st, (double)(n - 1)));
   tp_hlo_value_t idx = tp_hlo_iota(b, TP_DTYPE_I64, 1, &n, 0);
-  tp_hlo_value_t first = tp_hlo_compare(b, TP_CMP_LT, idx, tp_emit_full_like(b, (double)(n / 2), &idx));
-  tp_hlo_value_t back = tp_hlo_binary(b, TP_HLO_SUB, tp_emit_full_like(b, (double)(n - 1), &idx), idx);
+  tp_hlo_value_t first = tp_hlo_compare(b, TP_CMP_LT, idx, tp_k(b, (double)(n / 2), idx));
+  tp_hlo_value_t back = tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, (double)(n - 1), idx), idx);
   tp_hlo_value_t stepv = tp_hlo_broadcast_to(b, step, 1, &n);
   tp_hlo_value_t lo = tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_broadcast_to(b, s, 1, &n),
                                     tp_hlo_binary(b, TP_HLO_MUL, stepv, tp_hlo_convert(b, idx, st)));
@@ -73,7 +73,7 @@ void tp_emit_linspace(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t v = tp_hlo_select(b, first, lo, hi);
   if (op->code) {
     v = tp_hlo_convert(b, v, TP_DTYPE_F64);
-    v = tp_hlo_binary(b, TP_HLO_POW, tp_emit_full_like(b, args[3].f, &v), v);
+    v = tp_hlo_binary(b, TP_HLO_POW, tp_k(b, args[3].f, v), v);
   }
   out[0] = tp_hlo_convert(b, v, dt);
 }

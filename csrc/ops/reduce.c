@@ -282,7 +282,7 @@ static tp_hlo_value_t limit(tp_hlo_builder_t *b, tp_dtype_t t, bool lowest) {
 }
 
 static tp_hlo_value_t nan_like(tp_hlo_builder_t *b, const tp_hlo_value_t *x) {
-  return tp_emit_full_like(b, NAN, x);
+  return tp_k(b, NAN, *x);
 }
 
 /* max/min over |mask| that propagates NaN, as PyTorch does. */
@@ -303,7 +303,7 @@ static tp_hlo_value_t extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, bool is_max
  * its infinity is told from the others' without another pass. */
 static tp_hlo_value_t sum_welford_order(tp_hlo_builder_t *b, tp_hlo_value_t x, const bool *mask,
                                         tp_hlo_value_t *out_inf_before_last) {
-  tp_hlo_value_t rest = tp_emit_full_like(b, 0, &x); /* no reduced dim: every element is last */
+  tp_hlo_value_t rest = tp_k(b, 0, x); /* no reduced dim: every element is last */
   int64_t start[TP_MAX_DIMS], limit_[TP_MAX_DIMS], stride[TP_MAX_DIMS];
   for (int i = 0; i < x.ndim; i++) {
     start[i] = mask[i] ? x.dims[i] - 1 : 0;
@@ -311,7 +311,7 @@ static tp_hlo_value_t sum_welford_order(tp_hlo_builder_t *b, tp_hlo_value_t x, c
     stride[i] = 1;
     if (!mask[i]) continue;
     tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, i);
-    tp_hlo_value_t not_last = tp_hlo_compare(b, TP_CMP_NE, io, tp_emit_full_like(b, (double)(x.dims[i] - 1), &io));
+    tp_hlo_value_t not_last = tp_hlo_compare(b, TP_CMP_NE, io, tp_k(b, (double)(x.dims[i] - 1), io));
     rest = tp_hlo_select(b, not_last, x, rest);
   }
   tp_hlo_value_t sum = reduce_dims(b, rest, TP_HLO_ADD, 0, mask);
@@ -339,10 +339,10 @@ static tp_hlo_value_t arg_extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_
     if (!mask[i]) continue;
     tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, i);
     idx = tp_hlo_binary(b, TP_HLO_ADD, idx,
-                        tp_hlo_binary(b, TP_HLO_MUL, io, tp_emit_full_like(b, (double)stride, &io)));
+                        tp_hlo_binary(b, TP_HLO_MUL, io, tp_k(b, (double)stride, io)));
     stride *= x.dims[i];
   }
-  tp_hlo_value_t big = tp_emit_full_like(b, (double)stride, &idx);
+  tp_hlo_value_t big = tp_k(b, (double)stride, idx);
   return reduce_with(b, tp_hlo_select(b, hit, idx, big), TP_HLO_MIN, limit(b, TP_DTYPE_I64, false),
                      mask);
 }
@@ -370,7 +370,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     case TP_R_MEAN: {
       tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
       v = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
-      v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_emit_full_like(b, (double)reduced_count(&xs, r.mask), &v));
+      v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_k(b, (double)reduced_count(&xs, r.mask), v));
       break;
     }
     case TP_R_AMAX: case TP_R_MAX: case TP_R_AMIN: case TP_R_MIN: {
@@ -400,7 +400,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         mean = sum_welford_order(b, xs, r.mask, &inf_before_last);
       else
         mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
-      mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_emit_full_like(b, (double)n, &mean));
+      mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_k(b, (double)n, mean));
       tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, mean, &xs, r.mask));
       v = reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), TP_HLO_ADD, 0, r.mask);
       tp_hlo_value_t corr = r.correction_arg < n_args && args[r.correction_arg].kind == TP_ARG_SCALAR
@@ -424,12 +424,12 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     case TP_R_NANSUM: {
       tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
       if (tp_dtype_is_float(xs.dtype))
-        xs = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, xs, xs), tp_emit_full_like(b, 0, &xs), xs);
+        xs = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, xs, xs), tp_k(b, 0, xs), xs);
       v = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
       break;
     }
     case TP_R_COUNT_NONZERO: {
-      tp_hlo_value_t nz = tp_hlo_compare(b, TP_CMP_NE, x, tp_emit_full_like(b, 0, &x));
+      tp_hlo_value_t nz = tp_hlo_compare(b, TP_CMP_NE, x, tp_k(b, 0, x));
       v = reduce_dims(b, tp_hlo_convert(b, nz, TP_DTYPE_I64), TP_HLO_ADD, 0, r.mask);
       break;
     }
@@ -437,7 +437,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
       tp_hlo_value_t diag = tp_hlo_compare(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 0),
                                            tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 1));
-      v = reduce_dims(b, tp_hlo_select(b, diag, xs, tp_emit_full_like(b, 0, &xs)), TP_HLO_ADD, 0, r.mask);
+      v = reduce_dims(b, tp_hlo_select(b, diag, xs, tp_k(b, 0, xs)), TP_HLO_ADD, 0, r.mask);
       break;
     }
     case TP_R_CUMMAX: case TP_R_CUMMIN: {
@@ -468,7 +468,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         at = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x),
                            tp_hlo_binary(b, TP_HLO_AND, at, tp_hlo_compare(b, TP_CMP_EQ, v, v)));
       tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, r.dim);
-      tp_hlo_value_t j = tp_hlo_select(b, at, io, tp_emit_full_like(b, -1, &io));
+      tp_hlo_value_t j = tp_hlo_select(b, at, io, tp_k(b, -1, io));
       out[1] = tp_hlo_reduce_window(b, j, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), TP_HLO_MAX, win, lo, hi);
       break;
     }
@@ -477,7 +477,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       tp_hlo_value_t m = reduce_dims(b, xs, TP_HLO_MAX, -INFINITY, r.mask);
       /* An infinite max would make x - m NaN: shift by 0 there instead. */
       tp_hlo_value_t finite = tp_hlo_unary(b, TP_HLO_IS_FINITE, m);
-      m = tp_hlo_select(b, finite, m, tp_emit_full_like(b, 0, &m));
+      m = tp_hlo_select(b, finite, m, tp_k(b, 0, m));
       tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP,
                                       tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, m, &xs, r.mask)));
       v = tp_hlo_binary(b, TP_HLO_ADD,
@@ -490,16 +490,16 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       if (isinf(ord)) {
         v = extreme(b, a, ord > 0, r.mask);
       } else if (ord == 0) {
-        v = reduce_dims(b, tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, a, tp_emit_full_like(b, 0, &a)), acc),
+        v = reduce_dims(b, tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, a, tp_k(b, 0, a)), acc),
                         TP_HLO_ADD, 0, r.mask);
       } else if (ord == 1) {
         v = reduce_dims(b, a, TP_HLO_ADD, 0, r.mask);
       } else if (ord == 2) {
         v = tp_hlo_unary(b, TP_HLO_SQRT, reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, a, a), TP_HLO_ADD, 0, r.mask));
       } else {
-        tp_hlo_value_t p = tp_hlo_binary(b, TP_HLO_POW, a, tp_emit_full_like(b, ord, &a));
+        tp_hlo_value_t p = tp_hlo_binary(b, TP_HLO_POW, a, tp_k(b, ord, a));
         v = reduce_dims(b, p, TP_HLO_ADD, 0, r.mask);
-        v = tp_hlo_binary(b, TP_HLO_POW, v, tp_emit_full_like(b, 1.0 / ord, &v));
+        v = tp_hlo_binary(b, TP_HLO_POW, v, tp_k(b, 1.0 / ord, v));
       }
       break;
     }

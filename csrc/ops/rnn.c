@@ -173,24 +173,15 @@ static tp_hlo_value_t part(tp_hlo_builder_t *b, tp_hlo_value_t x, int k, int64_t
   return tp_hlo_slice(b, x, start, limit, stride);
 }
 
-static tp_hlo_value_t add(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_ADD, x, y);
-}
-static tp_hlo_value_t sub(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_SUB, x, y);
-}
-static tp_hlo_value_t mul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_MUL, x, y);
-}
 /* 1 - x, and the derivatives through an activation's output y: sigmoid (1 - y) y, tanh 1 - y^2. */
 static tp_hlo_value_t one_minus(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  return sub(b, tp_emit_full_like(b, 1, &x), x);
+  return tp_sub(b, tp_k(b, 1, x), x);
 }
 static tp_hlo_value_t dsigmoid(tp_hlo_builder_t *b, tp_hlo_value_t g, tp_hlo_value_t y) {
-  return mul(b, mul(b, g, one_minus(b, y)), y);
+  return tp_mul(b, tp_mul(b, g, one_minus(b, y)), y);
 }
 static tp_hlo_value_t dtanh(tp_hlo_builder_t *b, tp_hlo_value_t g, tp_hlo_value_t y) {
-  return mul(b, g, one_minus(b, mul(b, y, y)));
+  return tp_mul(b, g, one_minus(b, tp_mul(b, y, y)));
 }
 
 /* The |n| parts, each rounded to |dtype|, side by side: a [B, n*H] value. */
@@ -210,12 +201,12 @@ static tp_hlo_value_t bias_grad(tp_hlo_builder_t *b, tp_hlo_value_t gates, tp_dt
 /* [B, G] gate pre-activations: input_gates + hidden_gates, then each bias, broadcast over B. */
 static tp_hlo_value_t gate_sum(tp_hlo_builder_t *b, const rnn_cell_t *c, const tp_hlo_value_t *in,
                                tp_dtype_t md) {
-  tp_hlo_value_t s = add(b, tp_hlo_convert(b, in[c->input_gates], md),
+  tp_hlo_value_t s = tp_add(b, tp_hlo_convert(b, in[c->input_gates], md),
                          tp_hlo_convert(b, in[c->hidden_gates], md));
   if (c->input_bias >= 0)
     for (int k = 0; k < 2; k++) {
       tp_hlo_value_t bias = tp_hlo_convert(b, in[k ? c->hidden_bias : c->input_bias], md);
-      s = add(b, s, tp_hlo_broadcast_to(b, bias, 2, s.dims));
+      s = tp_add(b, s, tp_hlo_broadcast_to(b, bias, 2, s.dims));
     }
   return s;
 }
@@ -228,8 +219,8 @@ static void emit_lstm(tp_hlo_builder_t *b, const rnn_cell_t *c, const tp_hlo_val
       tp_hlo_unary(b, TP_HLO_LOGISTIC, part(b, s, 0, H)), tp_hlo_unary(b, TP_HLO_LOGISTIC, part(b, s, 1, H)),
       tp_hlo_unary(b, TP_HLO_TANH, part(b, s, 2, H)), tp_hlo_unary(b, TP_HLO_LOGISTIC, part(b, s, 3, H))};
   tp_hlo_value_t cx = tp_hlo_convert(b, in[c->prev], md);
-  tp_hlo_value_t cy = add(b, mul(b, g[1], cx), mul(b, g[0], g[2]));
-  tp_hlo_value_t hy = mul(b, g[3], tp_hlo_unary(b, TP_HLO_TANH, cy));
+  tp_hlo_value_t cy = tp_add(b, tp_mul(b, g[1], cx), tp_mul(b, g[0], g[2]));
+  tp_hlo_value_t hy = tp_mul(b, g[3], tp_hlo_unary(b, TP_HLO_TANH, cy));
   out[0] = tp_hlo_convert(b, hy, c->dtype);
   out[1] = tp_hlo_convert(b, cy, c->dtype);
   out[2] = join(b, g, 4, c->dtype);
@@ -253,12 +244,12 @@ static void emit_gru(tp_hlo_builder_t *b, const rnn_cell_t *c, const tp_hlo_valu
       v = tp_hlo_slice(b, v, &lo, &hi, &one);
       bias[k] = tp_hlo_broadcast_to(b, v, 2, xn.dims);
     }
-    xn = add(b, xn, bias[0]);
-    hn = add(b, hn, bias[1]);
+    xn = tp_add(b, xn, bias[0]);
+    hn = tp_add(b, hn, bias[1]);
   }
-  tp_hlo_value_t n = tp_hlo_unary(b, TP_HLO_TANH, add(b, xn, mul(b, r, hn)));
+  tp_hlo_value_t n = tp_hlo_unary(b, TP_HLO_TANH, tp_add(b, xn, tp_mul(b, r, hn)));
   tp_hlo_value_t hx = tp_hlo_convert(b, in[c->prev], md);
-  out[0] = tp_hlo_convert(b, add(b, n, mul(b, z, sub(b, hx, n))), c->dtype);
+  out[0] = tp_hlo_convert(b, tp_add(b, n, tp_mul(b, z, tp_sub(b, hx, n))), c->dtype);
   tp_hlo_value_t ws[5] = {r, z, n, in[c->prev], hn};
   out[1] = join(b, ws, 5, c->dtype);
 }
@@ -270,17 +261,17 @@ static void emit_lstm_backward(tp_hlo_builder_t *b, const rnn_cell_t *c, const t
   tp_hlo_value_t ig = part(b, ws, 0, H), fg = part(b, ws, 1, H), cg = part(b, ws, 2, H),
                  og = part(b, ws, 3, H);
   tp_hlo_value_t cx = tp_hlo_convert(b, in[c->cx], md), cy = tp_hlo_convert(b, in[c->cy], md);
-  tp_hlo_value_t zero = tp_emit_full_like(b, 0, &cx);
+  tp_hlo_value_t zero = tp_k(b, 0, cx);
   /* An absent gradient (the output was unused) is zero. */
   tp_hlo_value_t go = c->grad_hy >= 0 ? tp_hlo_convert(b, in[c->grad_hy], md) : zero;
   tp_hlo_value_t gc = c->grad_cy >= 0 ? tp_hlo_convert(b, in[c->grad_cy], md) : zero;
   tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_TANH, cy);
   /* The gradient reaching cy: through hy = o * tanh(cy), plus grad_cy. */
-  tp_hlo_value_t dcy = add(b, dtanh(b, mul(b, go, og), t), gc);
-  tp_hlo_value_t g[4] = {dsigmoid(b, mul(b, dcy, cg), ig), dsigmoid(b, mul(b, dcy, cx), fg),
-                         dtanh(b, mul(b, dcy, ig), cg), dsigmoid(b, mul(b, go, t), og)};
+  tp_hlo_value_t dcy = tp_add(b, dtanh(b, tp_mul(b, go, og), t), gc);
+  tp_hlo_value_t g[4] = {dsigmoid(b, tp_mul(b, dcy, cg), ig), dsigmoid(b, tp_mul(b, dcy, cx), fg),
+                         dtanh(b, tp_mul(b, dcy, ig), cg), dsigmoid(b, tp_mul(b, go, t), og)};
   out[0] = join(b, g, 4, c->dtype);
-  out[1] = tp_hlo_convert(b, mul(b, dcy, fg), c->dtype);
+  out[1] = tp_hlo_convert(b, tp_mul(b, dcy, fg), c->dtype);
   out[2] = bias_grad(b, out[0], md);
 }
 
@@ -292,13 +283,13 @@ static void emit_gru_backward(tp_hlo_builder_t *b, const rnn_cell_t *c, const tp
                  hx = part(b, ws, 3, H), hn = part(b, ws, 4, H);
   tp_hlo_value_t go = tp_hlo_convert(b, in[c->grad_hy], md);
   /* hy = n + z (hx - n) = (1 - z) n + z hx. */
-  tp_hlo_value_t dz = dsigmoid(b, mul(b, go, sub(b, hx, n)), z);
-  tp_hlo_value_t dn = dtanh(b, mul(b, go, one_minus(b, z)), n); /* the pre-tanh n, input side */
-  tp_hlo_value_t dr = dsigmoid(b, mul(b, dn, hn), r);
-  tp_hlo_value_t gi[3] = {dr, dz, dn}, gh[3] = {dr, dz, mul(b, dn, r)};
+  tp_hlo_value_t dz = dsigmoid(b, tp_mul(b, go, tp_sub(b, hx, n)), z);
+  tp_hlo_value_t dn = dtanh(b, tp_mul(b, go, one_minus(b, z)), n); /* the pre-tanh n, input side */
+  tp_hlo_value_t dr = dsigmoid(b, tp_mul(b, dn, hn), r);
+  tp_hlo_value_t gi[3] = {dr, dz, dn}, gh[3] = {dr, dz, tp_mul(b, dn, r)};
   out[0] = join(b, gi, 3, c->dtype);
   out[1] = join(b, gh, 3, c->dtype);
-  out[2] = tp_hlo_convert(b, mul(b, go, z), c->dtype);
+  out[2] = tp_hlo_convert(b, tp_mul(b, go, z), c->dtype);
   out[3] = bias_grad(b, out[0], md);
   out[4] = bias_grad(b, out[1], md);
 }

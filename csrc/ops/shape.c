@@ -344,7 +344,7 @@ void tp_emit_shape(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       int64_t bd = 0;
       tp_hlo_value_t r = tp_hlo_broadcast_in_dim(b, ix, 2, nd2, &bd);
       tp_hlo_value_t lin = tp_hlo_binary(
-          b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, r, tp_emit_full_like(b, (double)dim, &r)),
+          b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_MUL, r, tp_k(b, (double)dim, r)),
           tp_hlo_iota(b, TP_DTYPE_I64, 2, nd2, 1));
       tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, in[0], 1, &all), lin);
       out[0] = tp_hlo_reshape(b, g, m->ndim, m->sizes);

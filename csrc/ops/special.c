@@ -14,44 +14,24 @@
 
 #include "ops/families.h"
 
-typedef tp_hlo_value_t val_t;
-
-/* Constants shaped like |like|, and the arithmetic the kernels are written in. */
-static val_t K(tp_hlo_builder_t *b, double v, val_t like) { return tp_emit_full_like(b, v, &like); }
-static val_t add(tp_hlo_builder_t *b, val_t x, val_t y) { return tp_hlo_binary(b, TP_HLO_ADD, x, y); }
-static val_t sub(tp_hlo_builder_t *b, val_t x, val_t y) { return tp_hlo_binary(b, TP_HLO_SUB, x, y); }
-static val_t mul(tp_hlo_builder_t *b, val_t x, val_t y) { return tp_hlo_binary(b, TP_HLO_MUL, x, y); }
-static val_t dvd(tp_hlo_builder_t *b, val_t x, val_t y) { return tp_hlo_binary(b, TP_HLO_DIV, x, y); }
-static val_t un(tp_hlo_builder_t *b, tp_hlo_unary_t op, val_t x) { return tp_hlo_unary(b, op, x); }
-static val_t cmp(tp_hlo_builder_t *b, tp_hlo_cmp_t d, val_t x, val_t y) {
-  return tp_hlo_compare(b, d, x, y);
-}
-static val_t cmpk(tp_hlo_builder_t *b, tp_hlo_cmp_t d, val_t x, double k) {
-  return tp_hlo_compare(b, d, x, K(b, k, x));
-}
-static val_t sel(tp_hlo_builder_t *b, val_t p, val_t t, val_t f) { return tp_hlo_select(b, p, t, f); }
-static val_t and_(tp_hlo_builder_t *b, val_t x, val_t y) { return tp_hlo_binary(b, TP_HLO_AND, x, y); }
-static val_t or_(tp_hlo_builder_t *b, val_t x, val_t y) { return tp_hlo_binary(b, TP_HLO_OR, x, y); }
-static val_t not_(tp_hlo_builder_t *b, val_t x) { return tp_hlo_unary(b, TP_HLO_NOT, x); }
-
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* Cephes' polevl: c[0] z^(n-1) + ... + c[n-1], by Horner. */
-static val_t polevl(tp_hlo_builder_t *b, val_t z, const double *c, int n) {
-  val_t acc = K(b, c[0], z);
-  for (int i = 1; i < n; i++) acc = add(b, mul(b, acc, z), K(b, c[i], z));
+static tp_hlo_value_t polevl(tp_hlo_builder_t *b, tp_hlo_value_t z, const double *c, int n) {
+  tp_hlo_value_t acc = tp_k(b, c[0], z);
+  for (int i = 1; i < n; i++) acc = tp_add(b, tp_mul(b, acc, z), tp_k(b, c[i], z));
   return acc;
 }
 
 /* Cephes' chbevl as Math.h unrolls it: the Chebyshev series in y, returned as 0.5 * (a - p). */
-static val_t chbevl(tp_hlo_builder_t *b, val_t y, const double *c, int n) {
-  val_t p = K(b, 0, y), q = p, a = K(b, c[0], y);
+static tp_hlo_value_t chbevl(tp_hlo_builder_t *b, tp_hlo_value_t y, const double *c, int n) {
+  tp_hlo_value_t p = tp_k(b, 0, y), q = p, a = tp_k(b, c[0], y);
   for (int i = 1; i < n; i++) {
     p = q;
     q = a;
-    a = add(b, sub(b, mul(b, y, q), p), K(b, c[i], y));
+    a = tp_add(b, tp_sub(b, tp_mul(b, y, q), p), tp_k(b, c[i], y));
   }
-  return mul(b, K(b, 0.5, y), sub(b, a, p));
+  return tp_mul(b, tp_k(b, 0.5, y), tp_sub(b, a, p));
 }
 
 /* ---- Bessel functions of the first and second kind ---- */
@@ -122,61 +102,61 @@ static const double kY1YQ[] = {5.94301592346128195359e+02, 2.3556409294306857794
 /* The asymptotic form above 5 that J and Y of one order share: with P = pp/pq, Q = qp/qq in w,
  * J = (P cos(x - phase) - 5/x Q sin(x - phase)) sqrt(2/pi) / sqrt(x) and Y the same with sin and
  * cos exchanged and a plus. Order 0 takes w = 25 / x^2, order 1 (5/x)^2, as the kernels do. */
-static val_t bessel_asymptotic(tp_hlo_builder_t *b, val_t x, int order, bool second_kind) {
-  val_t w = order == 0 ? dvd(b, K(b, 25, x), mul(b, x, x))
-                       : mul(b, dvd(b, K(b, 5, x), x), dvd(b, K(b, 5, x), x));
-  val_t pp = polevl(b, w, order ? kJ1PP : kJ0PP, 7), pq = polevl(b, w, order ? kJ1PQ : kJ0PQ, 7);
-  val_t qp = polevl(b, w, order ? kJ1QP : kJ0QP, 8), qq = polevl(b, w, order ? kJ1QQ : kJ0QQ, 7);
-  val_t ph = sub(b, x, K(b, order ? 2.356194490192344928846982537459627163
+static tp_hlo_value_t bessel_asymptotic(tp_hlo_builder_t *b, tp_hlo_value_t x, int order, bool second_kind) {
+  tp_hlo_value_t w = order == 0 ? tp_div(b, tp_k(b, 25, x), tp_mul(b, x, x))
+                       : tp_mul(b, tp_div(b, tp_k(b, 5, x), x), tp_div(b, tp_k(b, 5, x), x));
+  tp_hlo_value_t pp = polevl(b, w, order ? kJ1PP : kJ0PP, 7), pq = polevl(b, w, order ? kJ1PQ : kJ0PQ, 7);
+  tp_hlo_value_t qp = polevl(b, w, order ? kJ1QP : kJ0QP, 8), qq = polevl(b, w, order ? kJ1QQ : kJ0QQ, 7);
+  tp_hlo_value_t ph = tp_sub(b, x, tp_k(b, order ? 2.356194490192344928846982537459627163
                                   : 0.785398163397448309615660845819875721, x));
-  val_t s = un(b, TP_HLO_SIN, ph), c = un(b, TP_HLO_COS, ph);
-  val_t lead = mul(b, dvd(b, pp, pq), second_kind ? s : c);
-  val_t tail = mul(b, mul(b, dvd(b, K(b, 5, x), x), dvd(b, qp, qq)), second_kind ? c : s);
-  val_t r = second_kind ? add(b, lead, tail) : sub(b, lead, tail);
-  return dvd(b, mul(b, r, K(b, SQRT_2_OVER_PI, x)), un(b, TP_HLO_SQRT, x));
+  tp_hlo_value_t s = tp_un(b, TP_HLO_SIN, ph), c = tp_un(b, TP_HLO_COS, ph);
+  tp_hlo_value_t lead = tp_mul(b, tp_div(b, pp, pq), second_kind ? s : c);
+  tp_hlo_value_t tail = tp_mul(b, tp_mul(b, tp_div(b, tp_k(b, 5, x), x), tp_div(b, qp, qq)), second_kind ? c : s);
+  tp_hlo_value_t r = second_kind ? tp_add(b, lead, tail) : tp_sub(b, lead, tail);
+  return tp_div(b, tp_mul(b, r, tp_k(b, SQRT_2_OVER_PI, x)), tp_un(b, TP_HLO_SQRT, x));
 }
 
 /* J0 of |x| >= 0 (the caller takes |x|). */
-static val_t bessel_j0_abs(tp_hlo_builder_t *b, val_t x) {
-  val_t z = mul(b, x, x);
-  val_t rat = dvd(b, mul(b, mul(b, sub(b, z, K(b, 5.78318596294678452118e+00, x)),
-                                sub(b, z, K(b, 3.04712623436620863991e+01, x))),
+static tp_hlo_value_t bessel_j0_abs(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t z = tp_mul(b, x, x);
+  tp_hlo_value_t rat = tp_div(b, tp_mul(b, tp_mul(b, tp_sub(b, z, tp_k(b, 5.78318596294678452118e+00, x)),
+                                tp_sub(b, z, tp_k(b, 3.04712623436620863991e+01, x))),
                          polevl(b, z, kJ0RP, N_OF(kJ0RP))),
                   polevl(b, z, kJ0RQ, N_OF(kJ0RQ)));
-  val_t tiny = sub(b, K(b, 1, x), dvd(b, z, K(b, 4, x)));
-  val_t small = sel(b, cmpk(b, TP_CMP_LT, x, 0.00001), tiny, rat);
-  return sel(b, cmpk(b, TP_CMP_LE, x, 5), small, bessel_asymptotic(b, x, 0, false));
+  tp_hlo_value_t tiny = tp_sub(b, tp_k(b, 1, x), tp_div(b, z, tp_k(b, 4, x)));
+  tp_hlo_value_t small = tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, 0.00001), tiny, rat);
+  return tp_sel(b, tp_cmpk(b, TP_CMP_LE, x, 5), small, bessel_asymptotic(b, x, 0, false));
 }
 
 /* J1 of x >= 0. */
-static val_t bessel_j1_pos(tp_hlo_builder_t *b, val_t x) {
-  val_t z = mul(b, x, x);
-  val_t rat = dvd(b, polevl(b, z, kJ1RP, N_OF(kJ1RP)), polevl(b, z, kJ1RQ, N_OF(kJ1RQ)));
-  val_t small = mul(b, mul(b, mul(b, rat, x), sub(b, z, K(b, 1.46819706421238932572e+01, x))),
-                    sub(b, z, K(b, 4.92184563216946036703e+01, x)));
-  return sel(b, cmpk(b, TP_CMP_LE, x, 5), small, bessel_asymptotic(b, x, 1, false));
+static tp_hlo_value_t bessel_j1_pos(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t z = tp_mul(b, x, x);
+  tp_hlo_value_t rat = tp_div(b, polevl(b, z, kJ1RP, N_OF(kJ1RP)), polevl(b, z, kJ1RQ, N_OF(kJ1RQ)));
+  tp_hlo_value_t small = tp_mul(b, tp_mul(b, tp_mul(b, rat, x), tp_sub(b, z, tp_k(b, 1.46819706421238932572e+01, x))),
+                    tp_sub(b, z, tp_k(b, 4.92184563216946036703e+01, x)));
+  return tp_sel(b, tp_cmpk(b, TP_CMP_LE, x, 5), small, bessel_asymptotic(b, x, 1, false));
 }
 
-static val_t bessel_j1(tp_hlo_builder_t *b, val_t x) {
-  val_t r = bessel_j1_pos(b, un(b, TP_HLO_ABS, x));
-  return sel(b, cmpk(b, TP_CMP_LT, x, 0), un(b, TP_HLO_NEG, r), r);
+static tp_hlo_value_t bessel_j1(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t r = bessel_j1_pos(b, tp_un(b, TP_HLO_ABS, x));
+  return tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, 0), tp_un(b, TP_HLO_NEG, r), r);
 }
 
 /* Y0, Y1: -inf at 0, NaN below. */
-static val_t bessel_y(tp_hlo_builder_t *b, val_t x, int order) {
-  val_t z = mul(b, x, x), small;
+static tp_hlo_value_t bessel_y(tp_hlo_builder_t *b, tp_hlo_value_t x, int order) {
+  tp_hlo_value_t z = tp_mul(b, x, x), small;
   if (order == 0) {
-    val_t rat = dvd(b, polevl(b, z, kY0YP, N_OF(kY0YP)), polevl(b, z, kY0YQ, N_OF(kY0YQ)));
-    small = add(b, rat, mul(b, mul(b, K(b, TWO_OVER_PI, x), un(b, TP_HLO_LOG, x)),
+    tp_hlo_value_t rat = tp_div(b, polevl(b, z, kY0YP, N_OF(kY0YP)), polevl(b, z, kY0YQ, N_OF(kY0YQ)));
+    small = tp_add(b, rat, tp_mul(b, tp_mul(b, tp_k(b, TWO_OVER_PI, x), tp_un(b, TP_HLO_LOG, x)),
                             bessel_j0_abs(b, x)));
   } else {
-    val_t rat = dvd(b, polevl(b, z, kY1YP, N_OF(kY1YP)), polevl(b, z, kY1YQ, N_OF(kY1YQ)));
-    val_t j = sub(b, mul(b, bessel_j1_pos(b, x), un(b, TP_HLO_LOG, x)), dvd(b, K(b, 1, x), x));
-    small = add(b, mul(b, x, rat), mul(b, K(b, TWO_OVER_PI, x), j));
+    tp_hlo_value_t rat = tp_div(b, polevl(b, z, kY1YP, N_OF(kY1YP)), polevl(b, z, kY1YQ, N_OF(kY1YQ)));
+    tp_hlo_value_t j = tp_sub(b, tp_mul(b, bessel_j1_pos(b, x), tp_un(b, TP_HLO_LOG, x)), tp_div(b, tp_k(b, 1, x), x));
+    small = tp_add(b, tp_mul(b, x, rat), tp_mul(b, tp_k(b, TWO_OVER_PI, x), j));
   }
-  small = sel(b, cmpk(b, TP_CMP_LT, x, 0), K(b, __builtin_nan(""), x), small);
-  small = sel(b, cmpk(b, TP_CMP_EQ, x, 0), K(b, -__builtin_inf(), x), small);
-  return sel(b, cmpk(b, TP_CMP_LE, x, 5), small, bessel_asymptotic(b, x, order, true));
+  small = tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, 0), tp_k(b, __builtin_nan(""), x), small);
+  small = tp_sel(b, tp_cmpk(b, TP_CMP_EQ, x, 0), tp_k(b, -__builtin_inf(), x), small);
+  return tp_sel(b, tp_cmpk(b, TP_CMP_LE, x, 5), small, bessel_asymptotic(b, x, order, true));
 }
 
 /* ---- modified Bessel functions ---- */
@@ -255,54 +235,54 @@ static const double kK1B[] = {
     2.72062619048444266945e+00};
 
 /* I0 and I1: up to |x| = 8 the series in |x|/2 - 2, beyond it the one in 32/|x| - 2. */
-static val_t modified_bessel_i(tp_hlo_builder_t *b, val_t x, int order) {
-  val_t a = un(b, TP_HLO_ABS, x), e = un(b, TP_HLO_EXP, a);
-  val_t ys = sub(b, dvd(b, a, K(b, 2, x)), K(b, 2, x));
-  val_t yl = sub(b, dvd(b, K(b, 32, x), a), K(b, 2, x));
-  val_t small, large = dvd(b, mul(b, e, chbevl(b, yl, order ? kI1B : kI0B, 25)),
-                           un(b, TP_HLO_SQRT, a));
+static tp_hlo_value_t modified_bessel_i(tp_hlo_builder_t *b, tp_hlo_value_t x, int order) {
+  tp_hlo_value_t a = tp_un(b, TP_HLO_ABS, x), e = tp_un(b, TP_HLO_EXP, a);
+  tp_hlo_value_t ys = tp_sub(b, tp_div(b, a, tp_k(b, 2, x)), tp_k(b, 2, x));
+  tp_hlo_value_t yl = tp_sub(b, tp_div(b, tp_k(b, 32, x), a), tp_k(b, 2, x));
+  tp_hlo_value_t small, large = tp_div(b, tp_mul(b, e, chbevl(b, yl, order ? kI1B : kI0B, 25)),
+                           tp_un(b, TP_HLO_SQRT, a));
   if (order == 0) {
-    small = mul(b, e, chbevl(b, ys, kI0A, N_OF(kI0A)));
+    small = tp_mul(b, e, chbevl(b, ys, kI0A, N_OF(kI0A)));
   } else {
-    small = mul(b, mul(b, chbevl(b, ys, kI1A, N_OF(kI1A)), a), e);
+    small = tp_mul(b, tp_mul(b, chbevl(b, ys, kI1A, N_OF(kI1A)), a), e);
   }
-  val_t r = sel(b, cmpk(b, TP_CMP_LE, a, 8), small, large);
-  return order ? sel(b, cmpk(b, TP_CMP_LT, x, 0), un(b, TP_HLO_NEG, r), r) : r;
+  tp_hlo_value_t r = tp_sel(b, tp_cmpk(b, TP_CMP_LE, a, 8), small, large);
+  return order ? tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, 0), tp_un(b, TP_HLO_NEG, r), r) : r;
 }
 
 /* K0 and K1, times e^x when |scaled|: up to 2 the series in x^2 - 2 with the log(x/2) I term,
  * beyond it the one in 8/x - 2. inf at 0, NaN below. */
-static val_t modified_bessel_k(tp_hlo_builder_t *b, val_t x, int order, bool scaled) {
-  val_t ys = sub(b, mul(b, x, x), K(b, 2, x));
-  val_t yl = sub(b, dvd(b, K(b, 8, x), x), K(b, 2, x));
-  val_t lg = un(b, TP_HLO_LOG, mul(b, K(b, 0.5, x), x));
-  val_t small, large = dvd(b, chbevl(b, yl, order ? kK1B : kK0B, 25), un(b, TP_HLO_SQRT, x));
+static tp_hlo_value_t modified_bessel_k(tp_hlo_builder_t *b, tp_hlo_value_t x, int order, bool scaled) {
+  tp_hlo_value_t ys = tp_sub(b, tp_mul(b, x, x), tp_k(b, 2, x));
+  tp_hlo_value_t yl = tp_sub(b, tp_div(b, tp_k(b, 8, x), x), tp_k(b, 2, x));
+  tp_hlo_value_t lg = tp_un(b, TP_HLO_LOG, tp_mul(b, tp_k(b, 0.5, x), x));
+  tp_hlo_value_t small, large = tp_div(b, chbevl(b, yl, order ? kK1B : kK0B, 25), tp_un(b, TP_HLO_SQRT, x));
   if (order == 0)
-    small = sub(b, chbevl(b, ys, kK0A, N_OF(kK0A)), mul(b, lg, modified_bessel_i(b, x, 0)));
+    small = tp_sub(b, chbevl(b, ys, kK0A, N_OF(kK0A)), tp_mul(b, lg, modified_bessel_i(b, x, 0)));
   else
-    small = add(b, mul(b, lg, modified_bessel_i(b, x, 1)), dvd(b, chbevl(b, ys, kK1A, N_OF(kK1A)), x));
+    small = tp_add(b, tp_mul(b, lg, modified_bessel_i(b, x, 1)), tp_div(b, chbevl(b, ys, kK1A, N_OF(kK1A)), x));
   if (scaled) {
-    small = mul(b, small, un(b, TP_HLO_EXP, x));
+    small = tp_mul(b, small, tp_un(b, TP_HLO_EXP, x));
   } else {
     /* exp(-x) * (0.5 * (b - p)) / sqrt(x): the chbevl value times e^-x, then divided. */
-    large = dvd(b, mul(b, un(b, TP_HLO_EXP, un(b, TP_HLO_NEG, x)), chbevl(b, yl, order ? kK1B : kK0B, 25)),
-                un(b, TP_HLO_SQRT, x));
+    large = tp_div(b, tp_mul(b, tp_un(b, TP_HLO_EXP, tp_un(b, TP_HLO_NEG, x)), chbevl(b, yl, order ? kK1B : kK0B, 25)),
+                tp_un(b, TP_HLO_SQRT, x));
   }
-  val_t r = sel(b, cmpk(b, TP_CMP_LE, x, 2), small, large);
-  r = sel(b, cmpk(b, TP_CMP_LT, x, 0), K(b, __builtin_nan(""), x), r);
-  return sel(b, cmpk(b, TP_CMP_EQ, x, 0), K(b, __builtin_inf(), x), r);
+  tp_hlo_value_t r = tp_sel(b, tp_cmpk(b, TP_CMP_LE, x, 2), small, large);
+  r = tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, 0), tp_k(b, __builtin_nan(""), x), r);
+  return tp_sel(b, tp_cmpk(b, TP_CMP_EQ, x, 0), tp_k(b, __builtin_inf(), x), r);
 }
 
 /* ---- spherical j0 and Airy Ai ---- */
 
-static val_t spherical_bessel_j0(tp_hlo_builder_t *b, val_t x) {
+static tp_hlo_value_t spherical_bessel_j0(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   static const double c[] = {1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0,
                              -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0, 1.0};
-  val_t z = mul(b, x, x), s = K(b, c[0], x);
-  for (int i = 1; i < N_OF(c); i++) s = add(b, K(b, c[i], x), mul(b, z, s));
-  val_t r = sel(b, cmpk(b, TP_CMP_LT, un(b, TP_HLO_ABS, x), 0.5), s,
-                dvd(b, un(b, TP_HLO_SIN, x), x));
-  return sel(b, un(b, TP_HLO_IS_INF, x), K(b, 0, x), r);
+  tp_hlo_value_t z = tp_mul(b, x, x), s = tp_k(b, c[0], x);
+  for (int i = 1; i < N_OF(c); i++) s = tp_add(b, tp_k(b, c[i], x), tp_mul(b, z, s));
+  tp_hlo_value_t r = tp_sel(b, tp_cmpk(b, TP_CMP_LT, tp_un(b, TP_HLO_ABS, x), 0.5), s,
+                tp_div(b, tp_un(b, TP_HLO_SIN, x), x));
+  return tp_sel(b, tp_un(b, TP_HLO_IS_INF, x), tp_k(b, 0, x), r);
 }
 
 static const double kAiAN[] = {3.46538101525629032477e-01, 1.20075952739645805542e+01,
@@ -340,55 +320,55 @@ static const double kAiAGD[] = {9.30892908077441974853e+00, 1.983529287183121404
 /* a / 3 as the kernel divides. XLA turns a division by a constant into a multiplication by the
  * rounded reciprocal, an ulp off, which Ai's phase at large |x| magnifies; a divisor it cannot
  * fold (3 + 0 * |finite|) keeps the division. */
-static val_t div3(tp_hlo_builder_t *b, val_t a, val_t finite) {
-  return dvd(b, a, add(b, K(b, 3, a), mul(b, K(b, 0, a), finite)));
+static tp_hlo_value_t div3(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t finite) {
+  return tp_div(b, a, tp_add(b, tp_k(b, 3, a), tp_mul(b, tp_k(b, 0, a), finite)));
 }
 
 /* Airy Ai: the oscillating asymptotic form below -2.09, the decaying one from 2.09, and between
  * them the Maclaurin series f and g (Ai = c1 f - c2 g), summed while the last term of f is above
  * epsilon relative to f, per element; the kernel needs at most 10 terms in float, 14 in double. */
-static val_t airy_ai(tp_hlo_builder_t *b, val_t x) {
+static tp_hlo_value_t airy_ai(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   bool dbl = x.dtype == TP_DTYPE_F64;
-  val_t one = K(b, 1, x);
+  tp_hlo_value_t one = tp_k(b, 1, x);
   /* x < -2.09 */
-  val_t xn = sel(b, cmpk(b, TP_CMP_LT, x, -2.09), x, K(b, -2.09, x));
-  val_t sq = un(b, TP_HLO_SQRT, un(b, TP_HLO_NEG, xn));
-  val_t zt = div3(b, mul(b, mul(b, K(b, -2, x), xn), sq), xn); /* -2 x sqrt(-x) / 3 */
-  val_t z = dvd(b, one, zt), zz = mul(b, z, z);
-  val_t afn = polevl(b, zz, kAiAFN, N_OF(kAiAFN)), afd = polevl(b, zz, kAiAFD, N_OF(kAiAFD));
-  val_t agn = polevl(b, zz, kAiAGN, N_OF(kAiAGN)), agd = polevl(b, zz, kAiAGD, N_OF(kAiAGD));
-  val_t t = add(b, zt, K(b, 0.25 * 3.14159265358979323846, x));
-  val_t neg = mul(b, dvd(b, K(b, INV_SQRT_PI, x), un(b, TP_HLO_SQRT, sq)),
-                  sub(b, mul(b, un(b, TP_HLO_SIN, t), add(b, one, dvd(b, mul(b, zz, afn), afd))),
-                      mul(b, un(b, TP_HLO_COS, t), dvd(b, mul(b, z, agn), agd))));
+  tp_hlo_value_t xn = tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, -2.09), x, tp_k(b, -2.09, x));
+  tp_hlo_value_t sq = tp_un(b, TP_HLO_SQRT, tp_un(b, TP_HLO_NEG, xn));
+  tp_hlo_value_t zt = div3(b, tp_mul(b, tp_mul(b, tp_k(b, -2, x), xn), sq), xn); /* -2 x sqrt(-x) / 3 */
+  tp_hlo_value_t z = tp_div(b, one, zt), zz = tp_mul(b, z, z);
+  tp_hlo_value_t afn = polevl(b, zz, kAiAFN, N_OF(kAiAFN)), afd = polevl(b, zz, kAiAFD, N_OF(kAiAFD));
+  tp_hlo_value_t agn = polevl(b, zz, kAiAGN, N_OF(kAiAGN)), agd = polevl(b, zz, kAiAGD, N_OF(kAiAGD));
+  tp_hlo_value_t t = tp_add(b, zt, tp_k(b, 0.25 * 3.14159265358979323846, x));
+  tp_hlo_value_t neg = tp_mul(b, tp_div(b, tp_k(b, INV_SQRT_PI, x), tp_un(b, TP_HLO_SQRT, sq)),
+                  tp_sub(b, tp_mul(b, tp_un(b, TP_HLO_SIN, t), tp_add(b, one, tp_div(b, tp_mul(b, zz, afn), afd))),
+                      tp_mul(b, tp_un(b, TP_HLO_COS, t), tp_div(b, tp_mul(b, z, agn), agd))));
   /* x >= 2.09 */
-  val_t xp = sel(b, cmpk(b, TP_CMP_GE, x, 2.09), x, K(b, 2.09, x));
-  val_t zeta = div3(b, mul(b, mul(b, K(b, 2, x), xp), un(b, TP_HLO_SQRT, xp)), xp);
-  val_t iz = dvd(b, one, zeta);
-  val_t ratio = dvd(b, polevl(b, iz, kAiAN, N_OF(kAiAN)), polevl(b, iz, kAiAD, N_OF(kAiAD)));
-  val_t pos = dvd(b, mul(b, K(b, INV_SQRT_PI, x), ratio),
-                  mul(b, mul(b, K(b, 2, x), un(b, TP_HLO_SQRT, un(b, TP_HLO_SQRT, xp))),
-                      un(b, TP_HLO_EXP, zeta)));
+  tp_hlo_value_t xp = tp_sel(b, tp_cmpk(b, TP_CMP_GE, x, 2.09), x, tp_k(b, 2.09, x));
+  tp_hlo_value_t zeta = div3(b, tp_mul(b, tp_mul(b, tp_k(b, 2, x), xp), tp_un(b, TP_HLO_SQRT, xp)), xp);
+  tp_hlo_value_t iz = tp_div(b, one, zeta);
+  tp_hlo_value_t ratio = tp_div(b, polevl(b, iz, kAiAN, N_OF(kAiAN)), polevl(b, iz, kAiAD, N_OF(kAiAD)));
+  tp_hlo_value_t pos = tp_div(b, tp_mul(b, tp_k(b, INV_SQRT_PI, x), ratio),
+                  tp_mul(b, tp_mul(b, tp_k(b, 2, x), tp_un(b, TP_HLO_SQRT, tp_un(b, TP_HLO_SQRT, xp))),
+                      tp_un(b, TP_HLO_EXP, zeta)));
   /* the series; a term's k runs 3i-1, 3i, 3i+1 in the i-th step */
-  val_t f = one, g = x, m = one, n = x, tt = one, z3 = mul(b, mul(b, x, x), x);
-  val_t eps = K(b, dbl ? DBL_EPSILON : FLT_EPSILON, x);
+  tp_hlo_value_t f = one, g = x, m = one, n = x, tt = one, z3 = tp_mul(b, tp_mul(b, x, x), x);
+  tp_hlo_value_t eps = tp_k(b, dbl ? DBL_EPSILON : FLT_EPSILON, x);
   for (int i = 1, steps = dbl ? 18 : 12; i <= steps; i++) {
-    val_t on = cmp(b, TP_CMP_GT, tt, eps);
-    val_t m1 = dvd(b, dvd(b, mul(b, m, z3), K(b, 3 * i - 1, x)), K(b, 3 * i, x));
-    val_t n1 = dvd(b, dvd(b, mul(b, n, z3), K(b, 3 * i, x)), K(b, 3 * i + 1, x));
-    val_t f1 = add(b, f, m1), g1 = add(b, g, n1);
-    m = sel(b, on, m1, m);
-    n = sel(b, on, n1, n);
-    f = sel(b, on, f1, f);
-    g = sel(b, on, g1, g);
-    tt = sel(b, on, un(b, TP_HLO_ABS, dvd(b, m1, f1)), tt);
+    tp_hlo_value_t on = tp_cmp(b, TP_CMP_GT, tt, eps);
+    tp_hlo_value_t m1 = tp_div(b, tp_div(b, tp_mul(b, m, z3), tp_k(b, 3 * i - 1, x)), tp_k(b, 3 * i, x));
+    tp_hlo_value_t n1 = tp_div(b, tp_div(b, tp_mul(b, n, z3), tp_k(b, 3 * i, x)), tp_k(b, 3 * i + 1, x));
+    tp_hlo_value_t f1 = tp_add(b, f, m1), g1 = tp_add(b, g, n1);
+    m = tp_sel(b, on, m1, m);
+    n = tp_sel(b, on, n1, n);
+    f = tp_sel(b, on, f1, f);
+    g = tp_sel(b, on, g1, g);
+    tt = tp_sel(b, on, tp_un(b, TP_HLO_ABS, tp_div(b, m1, f1)), tt);
   }
-  val_t series = sub(b, mul(b, K(b, 0.355028053887817239260, x), f),
-                     mul(b, K(b, 0.258819403792806798405, x), g));
-  val_t r = sel(b, cmpk(b, TP_CMP_GE, x, 2.09), pos, series);
-  r = sel(b, cmpk(b, TP_CMP_LT, x, -2.09), neg, r);
-  r = sel(b, cmpk(b, TP_CMP_GT, x, 103.892), K(b, 0, x), r);
-  return sel(b, un(b, TP_HLO_IS_INF, x), K(b, __builtin_nan(""), x), r);
+  tp_hlo_value_t series = tp_sub(b, tp_mul(b, tp_k(b, 0.355028053887817239260, x), f),
+                     tp_mul(b, tp_k(b, 0.258819403792806798405, x), g));
+  tp_hlo_value_t r = tp_sel(b, tp_cmpk(b, TP_CMP_GE, x, 2.09), pos, series);
+  r = tp_sel(b, tp_cmpk(b, TP_CMP_LT, x, -2.09), neg, r);
+  r = tp_sel(b, tp_cmpk(b, TP_CMP_GT, x, 103.892), tp_k(b, 0, x), r);
+  return tp_sel(b, tp_un(b, TP_HLO_IS_INF, x), tp_k(b, __builtin_nan(""), x), r);
 }
 
 /* ---- orthogonal polynomials P_n(x) ---- */
@@ -396,15 +376,15 @@ static val_t airy_ai(tp_hlo_builder_t *b, val_t x) {
 /* A kernel's early returns in its order: the first whose condition holds gives the value. */
 typedef struct {
   int n;
-  val_t cond[8], val[8];
+  tp_hlo_value_t cond[8], val[8];
 } cases_t;
 
-static void when(cases_t *c, val_t cond, val_t v) {
+static void when(cases_t *c, tp_hlo_value_t cond, tp_hlo_value_t v) {
   c->cond[c->n] = cond;
   c->val[c->n++] = v;
 }
 
-static val_t any_true(tp_hlo_builder_t *b, val_t p) {
+static tp_hlo_value_t any_true(tp_hlo_builder_t *b, tp_hlo_value_t p) {
   if (p.ndim == 0) return p;
   int64_t dims[TP_MAX_DIMS];
   for (int i = 0; i < p.ndim; i++) dims[i] = i;
@@ -412,51 +392,51 @@ static val_t any_true(tp_hlo_builder_t *b, val_t p) {
 }
 
 /* The int64 constant |v| shaped like |like|. */
-static val_t ik(tp_hlo_builder_t *b, int64_t v, val_t like) {
+static tp_hlo_value_t ik(tp_hlo_builder_t *b, int64_t v, tp_hlo_value_t like) {
   return tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, v), like.ndim, like.dims);
 }
 
 /* |k| (an integer scalar or tensor) as the float type of |like|, broadcast to its shape. */
-static val_t as_float(tp_hlo_builder_t *b, val_t k, val_t like) {
+static tp_hlo_value_t as_float(tp_hlo_builder_t *b, tp_hlo_value_t k, tp_hlo_value_t like) {
   return tp_hlo_broadcast_to(b, tp_hlo_convert(b, k, like.dtype), like.ndim, like.dims);
 }
 
 /* P_m from q = P_(m-1) and p = P_(m-2), as each kernel writes its loop (k counts its own way). */
-static val_t recurrence_step(tp_hlo_builder_t *b, tp_special_t code, val_t y, val_t m, val_t p,
-                             val_t q) {
-  val_t one = ik(b, 1, m), k = tp_hlo_binary(b, TP_HLO_SUB, m, one); /* the kernels' k */
+static tp_hlo_value_t recurrence_step(tp_hlo_builder_t *b, tp_special_t code, tp_hlo_value_t y, tp_hlo_value_t m, tp_hlo_value_t p,
+                             tp_hlo_value_t q) {
+  tp_hlo_value_t one = ik(b, 1, m), k = tp_hlo_binary(b, TP_HLO_SUB, m, one); /* the kernels' k */
   switch (code) {
     case TP_SP_HERMITE_H: /* (x + x) q - k p, k = 2, 4, ... */
-      return sub(b, mul(b, add(b, y, y), q), mul(b, as_float(b, tp_hlo_binary(b, TP_HLO_ADD, k, k), y), p));
+      return tp_sub(b, tp_mul(b, tp_add(b, y, y), q), tp_mul(b, as_float(b, tp_hlo_binary(b, TP_HLO_ADD, k, k), y), p));
     case TP_SP_HERMITE_HE:
-      return sub(b, mul(b, y, q), mul(b, as_float(b, k, y), p));
+      return tp_sub(b, tp_mul(b, y, q), tp_mul(b, as_float(b, k, y), p));
     case TP_SP_LAGUERRE_L: { /* ((2k + (1 - x)) q - k p) / (k + 1) */
-      val_t t = add(b, as_float(b, tp_hlo_binary(b, TP_HLO_ADD, k, k), y), sub(b, K(b, 1, y), y));
-      return dvd(b, sub(b, mul(b, t, q), mul(b, as_float(b, k, y), p)), as_float(b, m, y));
+      tp_hlo_value_t t = tp_add(b, as_float(b, tp_hlo_binary(b, TP_HLO_ADD, k, k), y), tp_sub(b, tp_k(b, 1, y), y));
+      return tp_div(b, tp_sub(b, tp_mul(b, t, q), tp_mul(b, as_float(b, k, y), p)), as_float(b, m, y));
     }
     case TP_SP_LEGENDRE_P: { /* ((2k + 1) x q - k p) / (k + 1) */
-      val_t c = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_ADD, k, k), one), y);
-      return dvd(b, sub(b, mul(b, mul(b, c, y), q), mul(b, as_float(b, k, y), p)), as_float(b, m, y));
+      tp_hlo_value_t c = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_ADD, k, k), one), y);
+      return tp_div(b, tp_sub(b, tp_mul(b, tp_mul(b, c, y), q), tp_mul(b, as_float(b, k, y), p)), as_float(b, m, y));
     }
     default: /* the Chebyshev kinds: (y + y) q - p */
-      return sub(b, mul(b, add(b, y, y), q), p);
+      return tp_sub(b, tp_mul(b, tp_add(b, y, y), q), p);
   }
 }
 
 /* The recurrence from P_0 = 1 and P_1 = |p1| up to each element's degree |nrec| (elements
  * below 2 keep P_1), in one loop over m = 2, 3, ... that runs while some element still needs a
  * step; an element that went NaN needs none, as the kernels stop there too. */
-static val_t recurrence(tp_hlo_builder_t *b, tp_special_t code, val_t y, val_t p1, val_t nrec) {
-  val_t init[3] = {tp_hlo_constant_i(b, TP_DTYPE_I64, 2), K(b, 1, y), p1}, s[3], outs[3];
+static tp_hlo_value_t recurrence(tp_hlo_builder_t *b, tp_special_t code, tp_hlo_value_t y, tp_hlo_value_t p1, tp_hlo_value_t nrec) {
+  tp_hlo_value_t init[3] = {tp_hlo_constant_i(b, TP_DTYPE_I64, 2), tp_k(b, 1, y), p1}, s[3], outs[3];
   tp_hlo_while_begin(b, init, 3, s);
-  val_t mb = tp_hlo_broadcast_to(b, s[0], nrec.ndim, nrec.dims);
-  val_t live = and_(b, cmp(b, TP_CMP_LE, mb, nrec), cmp(b, TP_CMP_EQ, s[2], s[2]));
+  tp_hlo_value_t mb = tp_hlo_broadcast_to(b, s[0], nrec.ndim, nrec.dims);
+  tp_hlo_value_t live = tp_and(b, tp_cmp(b, TP_CMP_LE, mb, nrec), tp_cmp(b, TP_CMP_EQ, s[2], s[2]));
   tp_hlo_while_body(b, any_true(b, live), s);
   mb = tp_hlo_broadcast_to(b, s[0], nrec.ndim, nrec.dims);
-  val_t on = cmp(b, TP_CMP_LE, mb, nrec);
-  val_t r = recurrence_step(b, code, y, mb, s[1], s[2]);
-  val_t next[3] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], tp_hlo_constant_i(b, TP_DTYPE_I64, 1)),
-                   sel(b, on, s[2], s[1]), sel(b, on, r, s[2])};
+  tp_hlo_value_t on = tp_cmp(b, TP_CMP_LE, mb, nrec);
+  tp_hlo_value_t r = recurrence_step(b, code, y, mb, s[1], s[2]);
+  tp_hlo_value_t next[3] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], tp_hlo_constant_i(b, TP_DTYPE_I64, 1)),
+                   tp_sel(b, on, s[2], s[1]), tp_sel(b, on, r, s[2])};
   tp_hlo_while_end(b, next, outs);
   return outs[2];
 }
@@ -468,88 +448,88 @@ static bool shifted(tp_special_t code) {
 /* The Chebyshev kinds in y (x, or 2x - 1 for the shifted ones): the values at y = +-1 (x = 1, and
  * x = -1 or, shifted, x = 0), then above a degree the trigonometric form for |y| < 1, then the
  * recurrence. */
-static void chebyshev_cases(tp_hlo_builder_t *b, tp_special_t code, val_t x, val_t y, val_t ni,
-                            val_t even, cases_t *c, val_t *p1) {
+static void chebyshev_cases(tp_hlo_builder_t *b, tp_special_t code, tp_hlo_value_t x, tp_hlo_value_t y, tp_hlo_value_t ni,
+                            tp_hlo_value_t even, cases_t *c, tp_hlo_value_t *p1) {
   int kind = (code - TP_SP_CHEBYSHEV_T) % 4; /* 0 T, 1 U, 2 V, 3 W */
   bool sh = shifted(code);
-  val_t one = K(b, 1, y), n_f = as_float(b, ni, y);
-  val_t i1 = ik(b, 1, ni), np1 = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, ni, i1), y);
-  val_t n2p1 = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_ADD, ni, ni), i1), y);
-  val_t alt1 = sel(b, even, one, un(b, TP_HLO_NEG, one));          /* (-1)^n */
-  val_t alt_np1 = sel(b, even, np1, un(b, TP_HLO_NEG, np1));       /* (-1)^n (n + 1) */
-  val_t alt_n2p1 = sel(b, even, n2p1, un(b, TP_HLO_NEG, n2p1));    /* (-1)^n (2n + 1) */
-  val_t at_p1[4] = {one, np1, one, n2p1}, at_m1[4] = {alt1, alt_np1, alt_n2p1, alt1};
-  val_t is_p1 = cmpk(b, TP_CMP_EQ, x, 1);
-  val_t is_m1 = cmpk(b, TP_CMP_EQ, x, sh ? 0 : -1);
+  tp_hlo_value_t one = tp_k(b, 1, y), n_f = as_float(b, ni, y);
+  tp_hlo_value_t i1 = ik(b, 1, ni), np1 = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, ni, i1), y);
+  tp_hlo_value_t n2p1 = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, tp_hlo_binary(b, TP_HLO_ADD, ni, ni), i1), y);
+  tp_hlo_value_t alt1 = tp_sel(b, even, one, tp_un(b, TP_HLO_NEG, one));          /* (-1)^n */
+  tp_hlo_value_t alt_np1 = tp_sel(b, even, np1, tp_un(b, TP_HLO_NEG, np1));       /* (-1)^n (n + 1) */
+  tp_hlo_value_t alt_n2p1 = tp_sel(b, even, n2p1, tp_un(b, TP_HLO_NEG, n2p1));    /* (-1)^n (2n + 1) */
+  tp_hlo_value_t at_p1[4] = {one, np1, one, n2p1}, at_m1[4] = {alt1, alt_np1, alt_n2p1, alt1};
+  tp_hlo_value_t is_p1 = tp_cmpk(b, TP_CMP_EQ, x, 1);
+  tp_hlo_value_t is_m1 = tp_cmpk(b, TP_CMP_EQ, x, sh ? 0 : -1);
   when(c, is_p1, at_p1[kind]);
   when(c, is_m1, at_m1[kind]);
   static const int kTrigAbove[2][4] = {{6, 8, 8, 8}, {6, 6, 6, 4}};
-  val_t trig_on = and_(b, cmp(b, TP_CMP_GT, ni, ik(b, kTrigAbove[sh][kind], ni)),
-                       cmpk(b, TP_CMP_LT, un(b, TP_HLO_ABS, y), 1));
-  val_t th = un(b, TP_HLO_ACOS, y), half = dvd(b, th, K(b, 2, y)), trig;
-  val_t nh = mul(b, add(b, n_f, K(b, 0.5, y)), th); /* (n + 1/2) acos y */
+  tp_hlo_value_t trig_on = tp_and(b, tp_cmp(b, TP_CMP_GT, ni, ik(b, kTrigAbove[sh][kind], ni)),
+                       tp_cmpk(b, TP_CMP_LT, tp_un(b, TP_HLO_ABS, y), 1));
+  tp_hlo_value_t th = tp_un(b, TP_HLO_ACOS, y), half = tp_div(b, th, tp_k(b, 2, y)), trig;
+  tp_hlo_value_t nh = tp_mul(b, tp_add(b, n_f, tp_k(b, 0.5, y)), th); /* (n + 1/2) acos y */
   switch (kind) {
-    case 0: trig = un(b, TP_HLO_COS, mul(b, n_f, th)); break;
+    case 0: trig = tp_un(b, TP_HLO_COS, tp_mul(b, n_f, th)); break;
     case 1: {
-      val_t s = un(b, TP_HLO_SIN, th), a = mul(b, np1, th);
-      trig = sel(b, cmpk(b, TP_CMP_NE, s, 0), dvd(b, un(b, TP_HLO_SIN, a), s),
-                 dvd(b, mul(b, np1, un(b, TP_HLO_COS, a)), y));
+      tp_hlo_value_t s = tp_un(b, TP_HLO_SIN, th), a = tp_mul(b, np1, th);
+      trig = tp_sel(b, tp_cmpk(b, TP_CMP_NE, s, 0), tp_div(b, tp_un(b, TP_HLO_SIN, a), s),
+                 tp_div(b, tp_mul(b, np1, tp_un(b, TP_HLO_COS, a)), y));
       break;
     }
     case 2:
-      trig = sel(b, cmpk(b, TP_CMP_NE, un(b, TP_HLO_SIN, half), 1),
-                 dvd(b, un(b, TP_HLO_COS, nh), un(b, TP_HLO_COS, half)), alt_n2p1);
+      trig = tp_sel(b, tp_cmpk(b, TP_CMP_NE, tp_un(b, TP_HLO_SIN, half), 1),
+                 tp_div(b, tp_un(b, TP_HLO_COS, nh), tp_un(b, TP_HLO_COS, half)), alt_n2p1);
       break;
     default: /* the shifted kernel forgets the x > 0 case the plain one has */
-      trig = sel(b, cmpk(b, TP_CMP_NE, un(b, TP_HLO_COS, half), 1),
-                 dvd(b, un(b, TP_HLO_SIN, nh), un(b, TP_HLO_SIN, half)),
-                 sh ? alt1 : sel(b, cmpk(b, TP_CMP_GT, y, 0), n2p1, alt1));
+      trig = tp_sel(b, tp_cmpk(b, TP_CMP_NE, tp_un(b, TP_HLO_COS, half), 1),
+                 tp_div(b, tp_un(b, TP_HLO_SIN, nh), tp_un(b, TP_HLO_SIN, half)),
+                 sh ? alt1 : tp_sel(b, tp_cmpk(b, TP_CMP_GT, y, 0), n2p1, alt1));
       break;
   }
   when(c, trig_on, trig);
-  val_t yy = add(b, y, y);
-  *p1 = kind == 0 ? y : kind == 1 ? yy : kind == 2 ? sub(b, yy, one) : add(b, yy, one);
+  tp_hlo_value_t yy = tp_add(b, y, y);
+  *p1 = kind == 0 ? y : kind == 1 ? yy : kind == 2 ? tp_sub(b, yy, one) : tp_add(b, yy, one);
 }
 
 /* P_n(x) of float x and n (the kernels take n as static_cast<int64_t>(n): truncated, and on
  * x86 NaN, infinities and values beyond int64 become INT64_MIN, a negative degree). */
-static val_t polynomial(tp_hlo_builder_t *b, tp_special_t code, val_t x, val_t nf) {
-  val_t valid = cmpk(b, TP_CMP_LT, un(b, TP_HLO_ABS, nf), 9223372036854775808.0);
-  val_t ni = sel(b, valid, tp_hlo_convert(b, nf, TP_DTYPE_I64), ik(b, INT64_MIN, nf));
-  val_t even = cmp(b, TP_CMP_EQ, tp_hlo_binary(b, TP_HLO_AND, ni, ik(b, 1, ni)), ik(b, 0, ni));
-  val_t one = K(b, 1, x), zero = K(b, 0, x), p1, y = x;
+static tp_hlo_value_t polynomial(tp_hlo_builder_t *b, tp_special_t code, tp_hlo_value_t x, tp_hlo_value_t nf) {
+  tp_hlo_value_t valid = tp_cmpk(b, TP_CMP_LT, tp_un(b, TP_HLO_ABS, nf), 9223372036854775808.0);
+  tp_hlo_value_t ni = tp_sel(b, valid, tp_hlo_convert(b, nf, TP_DTYPE_I64), ik(b, INT64_MIN, nf));
+  tp_hlo_value_t even = tp_cmp(b, TP_CMP_EQ, tp_hlo_binary(b, TP_HLO_AND, ni, ik(b, 1, ni)), ik(b, 0, ni));
+  tp_hlo_value_t one = tp_k(b, 1, x), zero = tp_k(b, 0, x), p1, y = x;
   cases_t c = {0};
-  when(&c, cmp(b, TP_CMP_LT, ni, ik(b, 0, ni)), zero);
+  when(&c, tp_cmp(b, TP_CMP_LT, ni, ik(b, 0, ni)), zero);
   int limit = x.dtype == TP_DTYPE_F64 ? 512 : 128; /* Hermite: NaN above it */
   switch (code) {
     case TP_SP_HERMITE_H: case TP_SP_HERMITE_HE:
-      p1 = code == TP_SP_HERMITE_H ? add(b, x, x) : x;
-      when(&c, cmp(b, TP_CMP_EQ, ni, ik(b, 0, ni)), one);
-      when(&c, cmp(b, TP_CMP_EQ, ni, ik(b, 1, ni)), p1);
-      when(&c, cmp(b, TP_CMP_GT, ni, ik(b, limit, ni)), K(b, __builtin_nan(""), x));
+      p1 = code == TP_SP_HERMITE_H ? tp_add(b, x, x) : x;
+      when(&c, tp_cmp(b, TP_CMP_EQ, ni, ik(b, 0, ni)), one);
+      when(&c, tp_cmp(b, TP_CMP_EQ, ni, ik(b, 1, ni)), p1);
+      when(&c, tp_cmp(b, TP_CMP_GT, ni, ik(b, limit, ni)), tp_k(b, __builtin_nan(""), x));
       break;
     case TP_SP_LAGUERRE_L:
-      p1 = sub(b, one, x);
-      when(&c, cmpk(b, TP_CMP_EQ, x, 0), one);
+      p1 = tp_sub(b, one, x);
+      when(&c, tp_cmpk(b, TP_CMP_EQ, x, 0), one);
       break;
     case TP_SP_LEGENDRE_P:
       p1 = x;
-      when(&c, cmpk(b, TP_CMP_EQ, un(b, TP_HLO_ABS, x), 1),
-           sel(b, or_(b, cmpk(b, TP_CMP_GT, x, 0), even), one, un(b, TP_HLO_NEG, one)));
+      when(&c, tp_cmpk(b, TP_CMP_EQ, tp_un(b, TP_HLO_ABS, x), 1),
+           tp_sel(b, tp_or(b, tp_cmpk(b, TP_CMP_GT, x, 0), even), one, tp_un(b, TP_HLO_NEG, one)));
       break;
     default:
-      if (shifted(code)) y = sub(b, add(b, x, x), one);
+      if (shifted(code)) y = tp_sub(b, tp_add(b, x, x), one);
       chebyshev_cases(b, code, x, y, ni, even, &c, &p1);
       break;
   }
   if (code != TP_SP_HERMITE_H && code != TP_SP_HERMITE_HE) {
-    when(&c, cmp(b, TP_CMP_EQ, ni, ik(b, 0, ni)), one);
-    when(&c, cmp(b, TP_CMP_EQ, ni, ik(b, 1, ni)), p1);
+    when(&c, tp_cmp(b, TP_CMP_EQ, ni, ik(b, 0, ni)), one);
+    when(&c, tp_cmp(b, TP_CMP_EQ, ni, ik(b, 1, ni)), p1);
   }
-  val_t taken = c.cond[0];
-  for (int i = 1; i < c.n; i++) taken = or_(b, taken, c.cond[i]);
-  val_t r = recurrence(b, code, y, p1, sel(b, taken, ik(b, 0, ni), ni));
-  for (int i = c.n - 1; i >= 0; i--) r = sel(b, c.cond[i], c.val[i], r);
+  tp_hlo_value_t taken = c.cond[0];
+  for (int i = 1; i < c.n; i++) taken = tp_or(b, taken, c.cond[i]);
+  tp_hlo_value_t r = recurrence(b, code, y, p1, tp_sel(b, taken, ik(b, 0, ni), ni));
+  for (int i = c.n - 1; i >= 0; i--) r = tp_sel(b, c.cond[i], c.val[i], r);
   return r;
 }
 
@@ -564,7 +544,7 @@ typedef struct {
   double machep, maxlog, big, biginv;
 } igam_consts_t;
 
-static igam_consts_t igam_consts(val_t like) {
+static igam_consts_t igam_consts(tp_hlo_value_t like) {
   bool dbl = like.dtype == TP_DTYPE_F64;
   igam_consts_t c = {dbl ? 1.11022302462515654042E-16 : 5.9604644775390625E-8,
                      dbl ? 7.09782712893383996843E2 : 88.72283905206835,
@@ -573,12 +553,12 @@ static igam_consts_t igam_consts(val_t like) {
   return c;
 }
 
-static val_t i32k(tp_hlo_builder_t *b, int64_t v) { return tp_hlo_constant_i(b, TP_DTYPE_I32, v); }
-static val_t not_nan(tp_hlo_builder_t *b, val_t x) { return cmp(b, TP_CMP_EQ, x, x); }
+static tp_hlo_value_t i32k(tp_hlo_builder_t *b, int64_t v) { return tp_hlo_constant_i(b, TP_DTYPE_I32, v); }
+static tp_hlo_value_t not_nan(tp_hlo_builder_t *b, tp_hlo_value_t x) { return tp_cmp(b, TP_CMP_EQ, x, x); }
 
 /* Lanczos' sum scaled by exp(g) (Boost's, through Math.h's ratevl): a rational function of a,
  * evaluated in 1/a above 1. */
-static val_t lanczos_sum_expg_scaled(tp_hlo_builder_t *b, val_t a) {
+static tp_hlo_value_t lanczos_sum_expg_scaled(tp_hlo_builder_t *b, tp_hlo_value_t a) {
   static const double num[13] = {
       0.006061842346248906525783753964555936883222, 0.5098416655656676188125178644804694509993,
       19.51992788247617482847860966235652136208,    449.9445569063168119446858607650988409623,
@@ -591,97 +571,97 @@ static val_t lanczos_sum_expg_scaled(tp_hlo_builder_t *b, val_t a) {
                                  45995730., 105258076., 150917976., 120543840., 39916800., 0.};
   double rnum[13], rden[13];
   for (int i = 0; i < 13; i++) rnum[i] = num[12 - i], rden[i] = den[12 - i];
-  val_t big = cmpk(b, TP_CMP_GT, un(b, TP_HLO_ABS, a), 1);
-  val_t y = sel(b, big, dvd(b, K(b, 1, a), a), a);
-  val_t n = sel(b, big, polevl(b, y, rnum, 13), polevl(b, y, num, 13));
-  val_t d = sel(b, big, polevl(b, y, rden, 13), polevl(b, y, den, 13));
-  return dvd(b, n, d);
+  tp_hlo_value_t big = tp_cmpk(b, TP_CMP_GT, tp_un(b, TP_HLO_ABS, a), 1);
+  tp_hlo_value_t y = tp_sel(b, big, tp_div(b, tp_k(b, 1, a), a), a);
+  tp_hlo_value_t n = tp_sel(b, big, polevl(b, y, rnum, 13), polevl(b, y, num, 13));
+  tp_hlo_value_t d = tp_sel(b, big, polevl(b, y, rden, 13), polevl(b, y, den, 13));
+  return tp_div(b, n, d);
 }
 
 /* x^a e^-x / Gamma(a), as _igam_helper_fac computes it. */
-static val_t igam_fac(tp_hlo_builder_t *b, val_t a, val_t x, const igam_consts_t *c) {
+static tp_hlo_value_t igam_fac(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t x, const igam_consts_t *c) {
   const double g = 6.024680040776729583740234375;
-  val_t ax = sub(b, sub(b, mul(b, a, un(b, TP_HLO_LOG, x)), x), un(b, TP_HLO_LGAMMA, a));
-  val_t direct = sel(b, cmpk(b, TP_CMP_LT, ax, -c->maxlog), K(b, 0, a), un(b, TP_HLO_EXP, ax));
-  val_t fac = sub(b, add(b, a, K(b, g, a)), K(b, 0.5, a));
-  val_t res = dvd(b, un(b, TP_HLO_SQRT, dvd(b, fac, K(b, 2.718281828459045, a))),
+  tp_hlo_value_t ax = tp_sub(b, tp_sub(b, tp_mul(b, a, tp_un(b, TP_HLO_LOG, x)), x), tp_un(b, TP_HLO_LGAMMA, a));
+  tp_hlo_value_t direct = tp_sel(b, tp_cmpk(b, TP_CMP_LT, ax, -c->maxlog), tp_k(b, 0, a), tp_un(b, TP_HLO_EXP, ax));
+  tp_hlo_value_t fac = tp_sub(b, tp_add(b, a, tp_k(b, g, a)), tp_k(b, 0.5, a));
+  tp_hlo_value_t res = tp_div(b, tp_un(b, TP_HLO_SQRT, tp_div(b, fac, tp_k(b, 2.718281828459045, a))),
                   lanczos_sum_expg_scaled(b, a));
-  val_t small = mul(b, un(b, TP_HLO_EXP, sub(b, a, x)),
-                    tp_hlo_binary(b, TP_HLO_POW, dvd(b, x, fac), a));
-  val_t numfac = dvd(b, add(b, sub(b, sub(b, x, a), K(b, g, a)), K(b, 0.5, a)), fac);
-  val_t large = un(b, TP_HLO_EXP,
-                   add(b, mul(b, a, sub(b, un(b, TP_HLO_LOG1P, numfac), numfac)),
-                       dvd(b, mul(b, x, K(b, 0.5 - g, a)), fac)));
-  val_t both_small = and_(b, cmpk(b, TP_CMP_LT, a, 200), cmpk(b, TP_CMP_LT, x, 200));
-  res = mul(b, res, sel(b, both_small, small, large));
-  val_t far = cmp(b, TP_CMP_GT, un(b, TP_HLO_ABS, sub(b, a, x)),
-                  mul(b, K(b, 0.4, a), un(b, TP_HLO_ABS, a)));
-  return sel(b, far, direct, res);
+  tp_hlo_value_t small = tp_mul(b, tp_un(b, TP_HLO_EXP, tp_sub(b, a, x)),
+                    tp_hlo_binary(b, TP_HLO_POW, tp_div(b, x, fac), a));
+  tp_hlo_value_t numfac = tp_div(b, tp_add(b, tp_sub(b, tp_sub(b, x, a), tp_k(b, g, a)), tp_k(b, 0.5, a)), fac);
+  tp_hlo_value_t large = tp_un(b, TP_HLO_EXP,
+                   tp_add(b, tp_mul(b, a, tp_sub(b, tp_un(b, TP_HLO_LOG1P, numfac), numfac)),
+                       tp_div(b, tp_mul(b, x, tp_k(b, 0.5 - g, a)), fac)));
+  tp_hlo_value_t both_small = tp_and(b, tp_cmpk(b, TP_CMP_LT, a, 200), tp_cmpk(b, TP_CMP_LT, x, 200));
+  res = tp_mul(b, res, tp_sel(b, both_small, small, large));
+  tp_hlo_value_t far = tp_cmp(b, TP_CMP_GT, tp_un(b, TP_HLO_ABS, tp_sub(b, a, x)),
+                  tp_mul(b, tp_k(b, 0.4, a), tp_un(b, TP_HLO_ABS, a)));
+  return tp_sel(b, far, direct, res);
 }
 
 /* P(a, x) by its power series (DLMF 8.11.4). */
-static val_t igam_series(tp_hlo_builder_t *b, val_t a, val_t x, val_t on, const igam_consts_t *c) {
-  val_t ax = igam_fac(b, a, x, c), one = K(b, 1, a);
-  on = and_(b, on, and_(b, cmpk(b, TP_CMP_NE, ax, 0), not_nan(b, ax)));
-  val_t init[5] = {i32k(b, 0), a, one, one, on}, s[5], o[5];
+static tp_hlo_value_t igam_series(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t x, tp_hlo_value_t on, const igam_consts_t *c) {
+  tp_hlo_value_t ax = igam_fac(b, a, x, c), one = tp_k(b, 1, a);
+  on = tp_and(b, on, tp_and(b, tp_cmpk(b, TP_CMP_NE, ax, 0), not_nan(b, ax)));
+  tp_hlo_value_t init[5] = {i32k(b, 0), a, one, one, on}, s[5], o[5];
   tp_hlo_while_begin(b, init, 5, s);
-  tp_hlo_while_body(b, and_(b, cmp(b, TP_CMP_LT, s[0], i32k(b, 2000)), any_true(b, s[4])), s);
-  val_t r = add(b, s[1], one), t = mul(b, s[2], dvd(b, x, r)), ans = add(b, s[3], t);
-  val_t go = and_(b, not_(b, cmp(b, TP_CMP_LE, t, mul(b, K(b, c->machep, a), ans))), not_nan(b, ans));
-  val_t next[5] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), sel(b, s[4], r, s[1]),
-                   sel(b, s[4], t, s[2]), sel(b, s[4], ans, s[3]), and_(b, s[4], go)};
+  tp_hlo_while_body(b, tp_and(b, tp_cmp(b, TP_CMP_LT, s[0], i32k(b, 2000)), any_true(b, s[4])), s);
+  tp_hlo_value_t r = tp_add(b, s[1], one), t = tp_mul(b, s[2], tp_div(b, x, r)), ans = tp_add(b, s[3], t);
+  tp_hlo_value_t go = tp_and(b, tp_not(b, tp_cmp(b, TP_CMP_LE, t, tp_mul(b, tp_k(b, c->machep, a), ans))), not_nan(b, ans));
+  tp_hlo_value_t next[5] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), tp_sel(b, s[4], r, s[1]),
+                   tp_sel(b, s[4], t, s[2]), tp_sel(b, s[4], ans, s[3]), tp_and(b, s[4], go)};
   tp_hlo_while_end(b, next, o);
-  return sel(b, cmpk(b, TP_CMP_EQ, ax, 0), K(b, 0, a), dvd(b, mul(b, o[3], ax), a));
+  return tp_sel(b, tp_cmpk(b, TP_CMP_EQ, ax, 0), tp_k(b, 0, a), tp_div(b, tp_mul(b, o[3], ax), a));
 }
 
 /* Q(a, x) by DLMF 8.7.3, the series that avoids cancellation for small x. */
-static val_t igamc_series(tp_hlo_builder_t *b, val_t a, val_t x, val_t on, const igam_consts_t *c) {
-  val_t init[4] = {i32k(b, 1), K(b, 1, a), K(b, 0, a), on}, s[4], o[4];
+static tp_hlo_value_t igamc_series(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t x, tp_hlo_value_t on, const igam_consts_t *c) {
+  tp_hlo_value_t init[4] = {i32k(b, 1), tp_k(b, 1, a), tp_k(b, 0, a), on}, s[4], o[4];
   tp_hlo_while_begin(b, init, 4, s);
-  tp_hlo_while_body(b, and_(b, cmp(b, TP_CMP_LT, s[0], i32k(b, 2000)), any_true(b, s[3])), s);
-  val_t n = as_float(b, s[0], a);
-  val_t fac = mul(b, s[1], dvd(b, un(b, TP_HLO_NEG, x), n));
-  val_t term = dvd(b, fac, add(b, a, n)), sum = add(b, s[2], term);
-  val_t go = and_(b, not_(b, cmp(b, TP_CMP_LE, un(b, TP_HLO_ABS, term),
-                                 mul(b, K(b, c->machep, a), un(b, TP_HLO_ABS, sum)))),
+  tp_hlo_while_body(b, tp_and(b, tp_cmp(b, TP_CMP_LT, s[0], i32k(b, 2000)), any_true(b, s[3])), s);
+  tp_hlo_value_t n = as_float(b, s[0], a);
+  tp_hlo_value_t fac = tp_mul(b, s[1], tp_div(b, tp_un(b, TP_HLO_NEG, x), n));
+  tp_hlo_value_t term = tp_div(b, fac, tp_add(b, a, n)), sum = tp_add(b, s[2], term);
+  tp_hlo_value_t go = tp_and(b, tp_not(b, tp_cmp(b, TP_CMP_LE, tp_un(b, TP_HLO_ABS, term),
+                                 tp_mul(b, tp_k(b, c->machep, a), tp_un(b, TP_HLO_ABS, sum)))),
                   not_nan(b, sum));
-  val_t next[4] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), sel(b, s[3], fac, s[1]),
-                   sel(b, s[3], sum, s[2]), and_(b, s[3], go)};
+  tp_hlo_value_t next[4] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), tp_sel(b, s[3], fac, s[1]),
+                   tp_sel(b, s[3], sum, s[2]), tp_and(b, s[3], go)};
   tp_hlo_while_end(b, next, o);
-  val_t logx = un(b, TP_HLO_LOG, x), alx = mul(b, a, logx);
-  val_t head = un(b, TP_HLO_NEG, un(b, TP_HLO_EXPM1, sub(b, alx, un(b, TP_HLO_LGAMMA, add(b, K(b, 1, a), a)))));
-  return sub(b, head, mul(b, un(b, TP_HLO_EXP, sub(b, alx, un(b, TP_HLO_LGAMMA, a))), o[2]));
+  tp_hlo_value_t logx = tp_un(b, TP_HLO_LOG, x), alx = tp_mul(b, a, logx);
+  tp_hlo_value_t head = tp_un(b, TP_HLO_NEG, tp_un(b, TP_HLO_EXPM1, tp_sub(b, alx, tp_un(b, TP_HLO_LGAMMA, tp_add(b, tp_k(b, 1, a), a)))));
+  return tp_sub(b, head, tp_mul(b, tp_un(b, TP_HLO_EXP, tp_sub(b, alx, tp_un(b, TP_HLO_LGAMMA, a))), o[2]));
 }
 
 /* Q(a, x) by its continued fraction (DLMF 8.9.2), the convergents rescaled when they grow. */
-static val_t igamc_fraction(tp_hlo_builder_t *b, val_t a, val_t x, val_t on, const igam_consts_t *c) {
-  val_t ax = igam_fac(b, a, x, c), one = K(b, 1, a);
-  on = and_(b, on, and_(b, cmpk(b, TP_CMP_NE, ax, 0), not_nan(b, ax)));
-  val_t y = sub(b, one, a), z = add(b, add(b, x, y), one);
-  val_t pkm1 = add(b, x, one), qkm1 = mul(b, z, x);
+static tp_hlo_value_t igamc_fraction(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t x, tp_hlo_value_t on, const igam_consts_t *c) {
+  tp_hlo_value_t ax = igam_fac(b, a, x, c), one = tp_k(b, 1, a);
+  on = tp_and(b, on, tp_and(b, tp_cmpk(b, TP_CMP_NE, ax, 0), not_nan(b, ax)));
+  tp_hlo_value_t y = tp_sub(b, one, a), z = tp_add(b, tp_add(b, x, y), one);
+  tp_hlo_value_t pkm1 = tp_add(b, x, one), qkm1 = tp_mul(b, z, x);
   /* i, y, z, pkm1, pkm2, qkm1, qkm2, ans, on */
-  val_t init[9] = {i32k(b, 0), y, z, pkm1, one, qkm1, x, dvd(b, pkm1, qkm1), on}, s[9], o[9];
+  tp_hlo_value_t init[9] = {i32k(b, 0), y, z, pkm1, one, qkm1, x, tp_div(b, pkm1, qkm1), on}, s[9], o[9];
   tp_hlo_while_begin(b, init, 9, s);
-  tp_hlo_while_body(b, and_(b, cmp(b, TP_CMP_LT, s[0], i32k(b, 2000)), any_true(b, s[8])), s);
-  val_t cc = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), a);
-  val_t yn = add(b, s[1], one), zn = add(b, s[2], K(b, 2, a)), yc = mul(b, yn, cc);
-  val_t pk = sub(b, mul(b, s[3], zn), mul(b, s[4], yc));
-  val_t qk = sub(b, mul(b, s[5], zn), mul(b, s[6], yc));
-  val_t qnz = cmpk(b, TP_CMP_NE, qk, 0), r = dvd(b, pk, qk);
-  val_t t = sel(b, qnz, un(b, TP_HLO_ABS, dvd(b, sub(b, s[7], r), r)), one);
-  val_t ans = sel(b, qnz, r, s[7]);
-  val_t scale = sel(b, cmpk(b, TP_CMP_GT, un(b, TP_HLO_ABS, pk), c->big), K(b, c->biginv, a), one);
-  val_t pkm2n = mul(b, s[3], scale), pkm1n = mul(b, pk, scale);
-  val_t qkm2n = mul(b, s[5], scale), qkm1n = mul(b, qk, scale);
+  tp_hlo_while_body(b, tp_and(b, tp_cmp(b, TP_CMP_LT, s[0], i32k(b, 2000)), any_true(b, s[8])), s);
+  tp_hlo_value_t cc = as_float(b, tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), a);
+  tp_hlo_value_t yn = tp_add(b, s[1], one), zn = tp_add(b, s[2], tp_k(b, 2, a)), yc = tp_mul(b, yn, cc);
+  tp_hlo_value_t pk = tp_sub(b, tp_mul(b, s[3], zn), tp_mul(b, s[4], yc));
+  tp_hlo_value_t qk = tp_sub(b, tp_mul(b, s[5], zn), tp_mul(b, s[6], yc));
+  tp_hlo_value_t qnz = tp_cmpk(b, TP_CMP_NE, qk, 0), r = tp_div(b, pk, qk);
+  tp_hlo_value_t t = tp_sel(b, qnz, tp_un(b, TP_HLO_ABS, tp_div(b, tp_sub(b, s[7], r), r)), one);
+  tp_hlo_value_t ans = tp_sel(b, qnz, r, s[7]);
+  tp_hlo_value_t scale = tp_sel(b, tp_cmpk(b, TP_CMP_GT, tp_un(b, TP_HLO_ABS, pk), c->big), tp_k(b, c->biginv, a), one);
+  tp_hlo_value_t pkm2n = tp_mul(b, s[3], scale), pkm1n = tp_mul(b, pk, scale);
+  tp_hlo_value_t qkm2n = tp_mul(b, s[5], scale), qkm1n = tp_mul(b, qk, scale);
   /* a NaN convergent is replaced by the next one: only the kernel's test stops it */
-  val_t go = not_(b, cmpk(b, TP_CMP_LE, t, c->machep));
-  val_t on_ = s[8];
-  val_t next[9] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), sel(b, on_, yn, s[1]),
-                   sel(b, on_, zn, s[2]), sel(b, on_, pkm1n, s[3]), sel(b, on_, pkm2n, s[4]),
-                   sel(b, on_, qkm1n, s[5]), sel(b, on_, qkm2n, s[6]), sel(b, on_, ans, s[7]),
-                   and_(b, on_, go)};
+  tp_hlo_value_t go = tp_not(b, tp_cmpk(b, TP_CMP_LE, t, c->machep));
+  tp_hlo_value_t on_ = s[8];
+  tp_hlo_value_t next[9] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), tp_sel(b, on_, yn, s[1]),
+                   tp_sel(b, on_, zn, s[2]), tp_sel(b, on_, pkm1n, s[3]), tp_sel(b, on_, pkm2n, s[4]),
+                   tp_sel(b, on_, qkm1n, s[5]), tp_sel(b, on_, qkm2n, s[6]), tp_sel(b, on_, ans, s[7]),
+                   tp_and(b, on_, go)};
   tp_hlo_while_end(b, next, o);
-  return sel(b, cmpk(b, TP_CMP_EQ, ax, 0), K(b, 0, a), mul(b, o[7], ax));
+  return tp_sel(b, tp_cmpk(b, TP_CMP_EQ, ax, 0), tp_k(b, 0, a), tp_mul(b, o[7], ax));
 }
 
 /* Temme's uniform asymptotic expansion for large a near x (DLMF 8.12.3/8.12.4). */
@@ -865,103 +845,103 @@ static const double kIgamD[25][25] = {
      4.8683443692930507e-1},
 };
 
-static val_t igam_asymptotic(tp_hlo_builder_t *b, val_t a, val_t x, val_t on, bool igam,
+static tp_hlo_value_t igam_asymptotic(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t x, tp_hlo_value_t on, bool igam,
                              const igam_consts_t *c) {
-  val_t one = K(b, 1, a), zero = K(b, 0, a);
-  val_t lambda = dvd(b, x, a), sigma = dvd(b, sub(b, x, a), a);
-  val_t e = un(b, TP_HLO_SQRT, mul(b, K(b, -2, a), sub(b, un(b, TP_HLO_LOG1P, sigma), sigma)));
-  val_t eta = sel(b, cmpk(b, TP_CMP_GT, lambda, 1), e,
-                  sel(b, cmpk(b, TP_CMP_LT, lambda, 1), un(b, TP_HLO_NEG, e), zero));
+  tp_hlo_value_t one = tp_k(b, 1, a), zero = tp_k(b, 0, a);
+  tp_hlo_value_t lambda = tp_div(b, x, a), sigma = tp_div(b, tp_sub(b, x, a), a);
+  tp_hlo_value_t e = tp_un(b, TP_HLO_SQRT, tp_mul(b, tp_k(b, -2, a), tp_sub(b, tp_un(b, TP_HLO_LOG1P, sigma), sigma)));
+  tp_hlo_value_t eta = tp_sel(b, tp_cmpk(b, TP_CMP_GT, lambda, 1), e,
+                  tp_sel(b, tp_cmpk(b, TP_CMP_LT, lambda, 1), tp_un(b, TP_HLO_NEG, e), zero));
   double sgn = igam ? -1 : 1;
-  val_t res = mul(b, K(b, 0.5, a), un(b, TP_HLO_ERFC, mul(b, mul(b, K(b, sgn, a), eta),
-                                                          un(b, TP_HLO_SQRT, dvd(b, a, K(b, 2, a))))));
+  tp_hlo_value_t res = tp_mul(b, tp_k(b, 0.5, a), tp_un(b, TP_HLO_ERFC, tp_mul(b, tp_mul(b, tp_k(b, sgn, a), eta),
+                                                          tp_un(b, TP_HLO_SQRT, tp_div(b, a, tp_k(b, 2, a))))));
   /* The table as a [25, 25] constant; the k-th row is read by a dynamic slice. */
-  val_t cells[625];
+  tp_hlo_value_t cells[625];
   int64_t one_dim = 1, rc[2] = {25, 25};
   for (int k = 0; k < 25; k++)
     for (int n = 0; n < 25; n++)
       cells[k * 25 + n] = tp_hlo_reshape(b, tp_hlo_constant(b, a.dtype, kIgamD[k][n]), 1, &one_dim);
-  val_t table = tp_hlo_reshape(b, tp_hlo_concatenate(b, cells, 625, 0), 2, rc);
+  tp_hlo_value_t table = tp_hlo_reshape(b, tp_hlo_concatenate(b, cells, 625, 0), 2, rc);
   /* k, sum, afac, absoldterm, on */
-  val_t init[5] = {i32k(b, 0), zero, one, K(b, __builtin_inf(), a), on}, s[5], o[5];
+  tp_hlo_value_t init[5] = {i32k(b, 0), zero, one, tp_k(b, __builtin_inf(), a), on}, s[5], o[5];
   tp_hlo_while_begin(b, init, 5, s);
-  tp_hlo_while_body(b, and_(b, cmp(b, TP_CMP_LT, s[0], i32k(b, 25)), any_true(b, s[4])), s);
-  val_t start[2] = {s[0], i32k(b, 0)};
+  tp_hlo_while_body(b, tp_and(b, tp_cmp(b, TP_CMP_LT, s[0], i32k(b, 25)), any_true(b, s[4])), s);
+  tp_hlo_value_t start[2] = {s[0], i32k(b, 0)};
   int64_t row_size[2] = {1, 25};
-  val_t row = tp_hlo_dynamic_slice(b, table, start, row_size);
-  val_t d[25];
+  tp_hlo_value_t row = tp_hlo_dynamic_slice(b, table, start, row_size);
+  tp_hlo_value_t d[25];
   for (int n = 0; n < 25; n++) {
     int64_t lo[2] = {0, n}, hi[2] = {1, n + 1}, st[2] = {1, 1};
     d[n] = tp_hlo_broadcast_to(b, tp_hlo_reshape(b, tp_hlo_slice(b, row, lo, hi, st), 0, NULL),
                                a.ndim, a.dims);
   }
   /* the inner sum over n, stopping at the first term below epsilon relative to the sum */
-  val_t ck = d[0], etapow = one, inner = s[4];
+  tp_hlo_value_t ck = d[0], etapow = one, inner = s[4];
   for (int n = 1; n < 25; n++) {
-    etapow = mul(b, eta, etapow);
-    val_t ckterm = mul(b, d[n], etapow), ck1 = add(b, ck, ckterm);
-    ck = sel(b, inner, ck1, ck);
-    inner = and_(b, inner, cmp(b, TP_CMP_GE, un(b, TP_HLO_ABS, ckterm),
-                               mul(b, K(b, c->machep, a), un(b, TP_HLO_ABS, ck1))));
+    etapow = tp_mul(b, eta, etapow);
+    tp_hlo_value_t ckterm = tp_mul(b, d[n], etapow), ck1 = tp_add(b, ck, ckterm);
+    ck = tp_sel(b, inner, ck1, ck);
+    inner = tp_and(b, inner, tp_cmp(b, TP_CMP_GE, tp_un(b, TP_HLO_ABS, ckterm),
+                               tp_mul(b, tp_k(b, c->machep, a), tp_un(b, TP_HLO_ABS, ck1))));
   }
-  val_t term = mul(b, ck, s[2]), absterm = un(b, TP_HLO_ABS, term);
-  val_t keep = and_(b, s[4], not_(b, cmp(b, TP_CMP_GT, absterm, s[3])));
-  val_t sum = sel(b, keep, add(b, s[1], term), s[1]);
-  val_t cont = and_(b, keep, not_(b, cmp(b, TP_CMP_LT, absterm, mul(b, K(b, c->machep, a),
-                                                                       un(b, TP_HLO_ABS, sum)))));
-  val_t next[5] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), sum,
-                   sel(b, cont, dvd(b, s[2], a), s[2]), sel(b, cont, absterm, s[3]), cont};
+  tp_hlo_value_t term = tp_mul(b, ck, s[2]), absterm = tp_un(b, TP_HLO_ABS, term);
+  tp_hlo_value_t keep = tp_and(b, s[4], tp_not(b, tp_cmp(b, TP_CMP_GT, absterm, s[3])));
+  tp_hlo_value_t sum = tp_sel(b, keep, tp_add(b, s[1], term), s[1]);
+  tp_hlo_value_t cont = tp_and(b, keep, tp_not(b, tp_cmp(b, TP_CMP_LT, absterm, tp_mul(b, tp_k(b, c->machep, a),
+                                                                       tp_un(b, TP_HLO_ABS, sum)))));
+  tp_hlo_value_t next[5] = {tp_hlo_binary(b, TP_HLO_ADD, s[0], i32k(b, 1)), sum,
+                   tp_sel(b, cont, tp_div(b, s[2], a), s[2]), tp_sel(b, cont, absterm, s[3]), cont};
   tp_hlo_while_end(b, next, o);
   /* sqrt(2 pi a), with pi in float as the kernel writes c10::pi<float> */
-  val_t root = un(b, TP_HLO_SQRT, mul(b, K(b, 2 * (double)(float)3.14159265358979323846, a), a));
-  val_t tail = dvd(b, mul(b, mul(b, K(b, sgn, a),
-                                 un(b, TP_HLO_EXP, mul(b, mul(b, mul(b, K(b, -0.5, a), a), eta), eta))),
+  tp_hlo_value_t root = tp_un(b, TP_HLO_SQRT, tp_mul(b, tp_k(b, 2 * (double)(float)3.14159265358979323846, a), a));
+  tp_hlo_value_t tail = tp_div(b, tp_mul(b, tp_mul(b, tp_k(b, sgn, a),
+                                 tp_un(b, TP_HLO_EXP, tp_mul(b, tp_mul(b, tp_mul(b, tp_k(b, -0.5, a), a), eta), eta))),
                           o[1]),
                    root);
-  return add(b, res, tail);
+  return tp_add(b, res, tail);
 }
 
 /* igamma (|upper| false) or igammac of float a and x: the boundary values, then the method each
  * region takes, as calc_igamma and calc_igammac choose it. */
-static val_t incomplete_gamma(tp_hlo_builder_t *b, val_t a, val_t x, bool upper) {
+static tp_hlo_value_t incomplete_gamma(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t x, bool upper) {
   igam_consts_t c = igam_consts(a);
-  val_t one = K(b, 1, a), nan = K(b, __builtin_nan(""), a);
-  val_t absxma = dvd(b, un(b, TP_HLO_ABS, sub(b, x, a)), a);
-  val_t asym = or_(b, and_(b, and_(b, cmpk(b, TP_CMP_GT, a, 20), cmpk(b, TP_CMP_LT, a, 200)),
-                           cmpk(b, TP_CMP_LT, absxma, 0.3)),
-                   and_(b, cmpk(b, TP_CMP_GT, a, 200),
-                        cmp(b, TP_CMP_LT, absxma, dvd(b, K(b, 4.5, a), un(b, TP_HLO_SQRT, a)))));
-  val_t boundary = or_(b, or_(b, cmpk(b, TP_CMP_LT, x, 0), cmpk(b, TP_CMP_LT, a, 0)),
-                       or_(b, or_(b, cmpk(b, TP_CMP_EQ, a, 0), cmpk(b, TP_CMP_EQ, x, 0)),
-                           or_(b, un(b, TP_HLO_IS_INF, a), un(b, TP_HLO_IS_INF, x))));
-  val_t open = and_(b, not_(b, boundary), not_(b, asym));
+  tp_hlo_value_t one = tp_k(b, 1, a), nan = tp_k(b, __builtin_nan(""), a);
+  tp_hlo_value_t absxma = tp_div(b, tp_un(b, TP_HLO_ABS, tp_sub(b, x, a)), a);
+  tp_hlo_value_t asym = tp_or(b, tp_and(b, tp_and(b, tp_cmpk(b, TP_CMP_GT, a, 20), tp_cmpk(b, TP_CMP_LT, a, 200)),
+                           tp_cmpk(b, TP_CMP_LT, absxma, 0.3)),
+                   tp_and(b, tp_cmpk(b, TP_CMP_GT, a, 200),
+                        tp_cmp(b, TP_CMP_LT, absxma, tp_div(b, tp_k(b, 4.5, a), tp_un(b, TP_HLO_SQRT, a)))));
+  tp_hlo_value_t boundary = tp_or(b, tp_or(b, tp_cmpk(b, TP_CMP_LT, x, 0), tp_cmpk(b, TP_CMP_LT, a, 0)),
+                       tp_or(b, tp_or(b, tp_cmpk(b, TP_CMP_EQ, a, 0), tp_cmpk(b, TP_CMP_EQ, x, 0)),
+                           tp_or(b, tp_un(b, TP_HLO_IS_INF, a), tp_un(b, TP_HLO_IS_INF, x))));
+  tp_hlo_value_t open = tp_and(b, tp_not(b, boundary), tp_not(b, asym));
   /* igammac's choice: P by series (then 1 - P), Q by the fraction, or Q by its series */
-  val_t gt11 = cmpk(b, TP_CMP_GT, x, 1.1), le05 = cmpk(b, TP_CMP_LE, x, 0.5);
-  val_t p_small = sel(b, gt11, cmp(b, TP_CMP_LT, x, a),
-                      sel(b, le05, cmp(b, TP_CMP_LT, dvd(b, K(b, -0.4, a), un(b, TP_HLO_LOG, x)), a),
-                          cmp(b, TP_CMP_LT, mul(b, x, K(b, 1.1, a)), a)));
-  val_t use_p, use_frac, use_qser;
+  tp_hlo_value_t gt11 = tp_cmpk(b, TP_CMP_GT, x, 1.1), le05 = tp_cmpk(b, TP_CMP_LE, x, 0.5);
+  tp_hlo_value_t p_small = tp_sel(b, gt11, tp_cmp(b, TP_CMP_LT, x, a),
+                      tp_sel(b, le05, tp_cmp(b, TP_CMP_LT, tp_div(b, tp_k(b, -0.4, a), tp_un(b, TP_HLO_LOG, x)), a),
+                          tp_cmp(b, TP_CMP_LT, tp_mul(b, x, tp_k(b, 1.1, a)), a)));
+  tp_hlo_value_t use_p, use_frac, use_qser;
   if (upper) {
-    use_p = and_(b, open, p_small);
-    use_frac = and_(b, open, and_(b, gt11, not_(b, p_small)));
-    use_qser = and_(b, open, and_(b, not_(b, gt11), not_(b, p_small)));
+    use_p = tp_and(b, open, p_small);
+    use_frac = tp_and(b, open, tp_and(b, gt11, tp_not(b, p_small)));
+    use_qser = tp_and(b, open, tp_and(b, tp_not(b, gt11), tp_not(b, p_small)));
   } else { /* igamma: 1 - Q where x > 1 and x > a (Q by the fraction above 1.1), else P */
-    val_t q = and_(b, cmpk(b, TP_CMP_GT, x, 1), cmp(b, TP_CMP_GT, x, a));
-    use_p = and_(b, open, not_(b, q));
-    use_frac = and_(b, open, and_(b, q, gt11));
-    use_qser = and_(b, open, and_(b, q, not_(b, gt11)));
+    tp_hlo_value_t q = tp_and(b, tp_cmpk(b, TP_CMP_GT, x, 1), tp_cmp(b, TP_CMP_GT, x, a));
+    use_p = tp_and(b, open, tp_not(b, q));
+    use_frac = tp_and(b, open, tp_and(b, q, gt11));
+    use_qser = tp_and(b, open, tp_and(b, q, tp_not(b, gt11)));
   }
-  val_t p = igam_series(b, a, x, use_p, &c);
-  val_t q = sel(b, use_frac, igamc_fraction(b, a, x, use_frac, &c), igamc_series(b, a, x, use_qser, &c));
-  val_t r = upper ? sel(b, use_p, sub(b, one, p), q) : sel(b, use_p, p, sub(b, one, q));
-  r = sel(b, asym, igam_asymptotic(b, a, x, asym, !upper, &c), r);
+  tp_hlo_value_t p = igam_series(b, a, x, use_p, &c);
+  tp_hlo_value_t q = tp_sel(b, use_frac, igamc_fraction(b, a, x, use_frac, &c), igamc_series(b, a, x, use_qser, &c));
+  tp_hlo_value_t r = upper ? tp_sel(b, use_p, tp_sub(b, one, p), q) : tp_sel(b, use_p, p, tp_sub(b, one, q));
+  r = tp_sel(b, asym, igam_asymptotic(b, a, x, asym, !upper, &c), r);
   /* boundaries, last checked first */
-  val_t at_inf = upper ? K(b, 0, a) : one, at_zero = upper ? one : K(b, 0, a);
-  r = sel(b, un(b, TP_HLO_IS_INF, x), at_inf, r);
-  r = sel(b, un(b, TP_HLO_IS_INF, a), sel(b, un(b, TP_HLO_IS_INF, x), nan, at_zero), r);
-  r = sel(b, cmpk(b, TP_CMP_EQ, x, 0), at_zero, r);
-  r = sel(b, cmpk(b, TP_CMP_EQ, a, 0), sel(b, cmpk(b, TP_CMP_GT, x, 0), at_inf, nan), r);
-  return sel(b, or_(b, cmpk(b, TP_CMP_LT, x, 0), cmpk(b, TP_CMP_LT, a, 0)), nan, r);
+  tp_hlo_value_t at_inf = upper ? tp_k(b, 0, a) : one, at_zero = upper ? one : tp_k(b, 0, a);
+  r = tp_sel(b, tp_un(b, TP_HLO_IS_INF, x), at_inf, r);
+  r = tp_sel(b, tp_un(b, TP_HLO_IS_INF, a), tp_sel(b, tp_un(b, TP_HLO_IS_INF, x), nan, at_zero), r);
+  r = tp_sel(b, tp_cmpk(b, TP_CMP_EQ, x, 0), at_zero, r);
+  r = tp_sel(b, tp_cmpk(b, TP_CMP_EQ, a, 0), tp_sel(b, tp_cmpk(b, TP_CMP_GT, x, 0), at_inf, nan), r);
+  return tp_sel(b, tp_or(b, tp_cmpk(b, TP_CMP_LT, x, 0), tp_cmpk(b, TP_CMP_LT, a, 0)), nan, r);
 }
 
 /* ---- the op family ---- */
@@ -1006,15 +986,15 @@ void tp_emit_special(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
                      tp_hlo_value_t *out) {
   tp_special_t code = (tp_special_t)op->code;
   tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
-  val_t x = tp_emit_cast_shape(b, in[0], md, &out_meta[0]);
+  tp_hlo_value_t x = tp_emit_cast_shape(b, in[0], md, &out_meta[0]);
   if (is_igamma(code)) {
-    val_t y = tp_emit_cast_shape(b, in[1], md, &out_meta[0]);
+    tp_hlo_value_t y = tp_emit_cast_shape(b, in[1], md, &out_meta[0]);
     out[0] = tp_hlo_convert(b, incomplete_gamma(b, x, y, code == TP_SP_IGAMMAC), out_meta[0].dtype);
     return;
   }
   switch (code) {
     case TP_SP_AIRY_AI: out[0] = airy_ai(b, x); return;
-    case TP_SP_BESSEL_J0: out[0] = bessel_j0_abs(b, un(b, TP_HLO_ABS, x)); return;
+    case TP_SP_BESSEL_J0: out[0] = bessel_j0_abs(b, tp_un(b, TP_HLO_ABS, x)); return;
     case TP_SP_BESSEL_J1: out[0] = bessel_j1(b, x); return;
     case TP_SP_BESSEL_Y0: out[0] = bessel_y(b, x, 0); return;
     case TP_SP_BESSEL_Y1: out[0] = bessel_y(b, x, 1); return;

@@ -96,7 +96,7 @@ static tp_hlo_value_t triangle(tp_hlo_builder_t *b, tp_hlo_value_t x, bool lower
   tp_hlo_value_t row = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 2);
   tp_hlo_value_t col = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 1);
   tp_hlo_value_t keep = tp_hlo_compare(b, lower ? TP_CMP_GE : TP_CMP_LE, row, col);
-  return tp_hlo_select(b, keep, x, tp_emit_full_like(b, 0, &x));
+  return tp_hlo_select(b, keep, x, tp_k(b, 0, x));
 }
 
 void tp_emit_triangular(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
@@ -113,18 +113,18 @@ void tp_emit_triangular(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
     tp_hlo_value_t zero = tp_hlo_constant(b, x.dtype, 0);
     tp_hlo_value_t on_diag = tp_hlo_compare(b, TP_CMP_EQ, row, col);
     int64_t last = x.ndim - 1;
-    tp_hlo_value_t diag = tp_hlo_reduce(b, tp_hlo_select(b, on_diag, x, tp_emit_full_like(b, 0, &x)),
+    tp_hlo_value_t diag = tp_hlo_reduce(b, tp_hlo_select(b, on_diag, x, tp_k(b, 0, x)),
                                         zero, TP_HLO_ADD, 1, &last);
-    tp_hlo_value_t bad = tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_compare(b, TP_CMP_GT, diag, tp_emit_full_like(b, 0, &diag)));
+    tp_hlo_value_t bad = tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_compare(b, TP_CMP_GT, diag, tp_k(b, 0, diag)));
     int64_t n = x.dims[x.ndim - 1];
     tp_hlo_value_t pos = tp_hlo_iota(b, TP_DTYPE_I32, diag.ndim, diag.dims, diag.ndim - 1);
-    pos = tp_hlo_binary(b, TP_HLO_ADD, pos, tp_emit_full_like(b, 1, &pos));
-    tp_hlo_value_t none = tp_emit_full_like(b, (double)(n + 1), &pos);
+    pos = tp_hlo_binary(b, TP_HLO_ADD, pos, tp_k(b, 1, pos));
+    tp_hlo_value_t none = tp_k(b, (double)(n + 1), pos);
     int64_t dl = diag.ndim - 1;
     tp_hlo_value_t first = tp_hlo_reduce(b, tp_hlo_select(b, bad, pos, none),
                                          tp_hlo_constant_i(b, TP_DTYPE_I32, n + 1), TP_HLO_MIN, 1, &dl);
-    out[1] = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, first, tp_emit_full_like(b, (double)(n + 1), &first)),
-                           tp_emit_full_like(b, 0, &first), first);
+    out[1] = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, first, tp_k(b, (double)(n + 1), first)),
+                           tp_k(b, 0, first), first);
     return;
   }
   bool legacy = op->code == TP_TRI_LEGACY || op->code == TP_TRI_CHOLESKY_SOLVE;

@@ -91,25 +91,25 @@ static tp_hlo_value_t source_index(tp_hlo_builder_t *b, const up_t *p, int i, tp
   tp_hlo_value_t f;
   if (p->exact) {
     f = tp_hlo_convert(b, o, TP_DTYPE_F64);
-    f = tp_hlo_binary(b, TP_HLO_ADD, f, tp_emit_full_like(b, 0.5, &f));
-    f = tp_hlo_binary(b, TP_HLO_MUL, f, tp_emit_full_like(b, (double)scale, &f));
+    f = tp_hlo_binary(b, TP_HLO_ADD, f, tp_k(b, 0.5, f));
+    f = tp_hlo_binary(b, TP_HLO_MUL, f, tp_k(b, (double)scale, f));
     f = tp_hlo_convert(b, f, TP_DTYPE_F32);
   } else {
     f = tp_hlo_convert(b, o, TP_DTYPE_F32);
-    f = tp_hlo_binary(b, TP_HLO_MUL, f, tp_emit_full_like(b, (double)scale, &f));
+    f = tp_hlo_binary(b, TP_HLO_MUL, f, tp_k(b, (double)scale, f));
   }
   tp_hlo_value_t s = tp_hlo_convert(b, tp_hlo_unary(b, TP_HLO_FLOOR, f), TP_DTYPE_I64);
-  return tp_hlo_binary(b, TP_HLO_MIN, s, tp_emit_full_like(b, (double)(n - 1), &s));
+  return tp_hlo_binary(b, TP_HLO_MIN, s, tp_k(b, (double)(n - 1), s));
 }
 
 /* Row-major linear index into |shape| with |idx| as the coordinate along dim d. */
 static tp_hlo_value_t lin_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
                                 const int64_t *shape) {
-  tp_hlo_value_t lin = tp_emit_full_like(b, 0, &idx);
+  tp_hlo_value_t lin = tp_k(b, 0, idx);
   int64_t stride = 1;
   for (int j = ndim - 1; j >= 0; j--) {
     tp_hlo_value_t c = j == d ? idx : tp_hlo_iota(b, TP_DTYPE_I64, idx.ndim, idx.dims, j);
-    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_emit_full_like(b, (double)stride, &c)));
+    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stride, c)));
     stride *= shape[j];
   }
   return lin;
@@ -125,9 +125,9 @@ static void linear_index(tp_hlo_builder_t *b, const up_t *p, int i, tp_hlo_value
   int64_t n = p->in[2 + i], m = p->out[2 + i];
   if (n == m) {
     *i0 = *i1 = o;
-    *l1 = tp_emit_full_like(b, 0, &o);
+    *l1 = tp_k(b, 0, o);
     *l1 = tp_hlo_convert(b, *l1, md);
-    *l0 = tp_emit_full_like(b, 1, l1);
+    *l0 = tp_k(b, 1, *l1);
     return;
   }
   double scale; /* area_pixel_compute_scale in md */
@@ -142,25 +142,25 @@ static void linear_index(tp_hlo_builder_t *b, const up_t *p, int i, tp_hlo_value
   tp_hlo_value_t real;
   if (p->align_corners) {
     real = tp_hlo_convert(b, o, md);
-    real = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, scale, &real), real);
+    real = tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, scale, real), real);
   } else { /* scale * (o + 0.5) - 0.5 in double, stored in md, negatives to 0 */
     real = tp_hlo_convert(b, o, TP_DTYPE_F64);
-    real = tp_hlo_binary(b, TP_HLO_ADD, real, tp_emit_full_like(b, 0.5, &real));
-    real = tp_hlo_binary(b, TP_HLO_MUL, tp_emit_full_like(b, scale, &real), real);
-    real = tp_hlo_binary(b, TP_HLO_SUB, real, tp_emit_full_like(b, 0.5, &real));
+    real = tp_hlo_binary(b, TP_HLO_ADD, real, tp_k(b, 0.5, real));
+    real = tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, scale, real), real);
+    real = tp_hlo_binary(b, TP_HLO_SUB, real, tp_k(b, 0.5, real));
     real = tp_hlo_convert(b, real, md);
-    real = tp_hlo_binary(b, TP_HLO_MAX, real, tp_emit_full_like(b, 0, &real));
+    real = tp_hlo_binary(b, TP_HLO_MAX, real, tp_k(b, 0, real));
   }
   tp_hlo_value_t f = tp_hlo_convert(b, tp_hlo_unary(b, TP_HLO_FLOOR, tp_hlo_convert(b, real, TP_DTYPE_F32)), TP_DTYPE_I64);
-  *i0 = tp_hlo_binary(b, TP_HLO_MIN, f, tp_emit_full_like(b, (double)(n - 1), &f));
-  tp_hlo_value_t more = tp_hlo_compare(b, TP_CMP_LT, *i0, tp_emit_full_like(b, (double)(n - 1), i0));
-  *i1 = tp_hlo_select(b, more, tp_hlo_binary(b, TP_HLO_ADD, *i0, tp_emit_full_like(b, 1, i0)), *i0);
+  *i0 = tp_hlo_binary(b, TP_HLO_MIN, f, tp_k(b, (double)(n - 1), f));
+  tp_hlo_value_t more = tp_hlo_compare(b, TP_CMP_LT, *i0, tp_k(b, (double)(n - 1), *i0));
+  *i1 = tp_hlo_select(b, more, tp_hlo_binary(b, TP_HLO_ADD, *i0, tp_k(b, 1, *i0)), *i0);
   tp_hlo_value_t l = tp_hlo_binary(b, TP_HLO_SUB, real, tp_hlo_convert(b, *i0, md));
-  l = tp_hlo_binary(b, TP_HLO_MAX, l, tp_emit_full_like(b, 0, &l));
-  *l1 = tp_hlo_binary(b, TP_HLO_MIN, l, tp_emit_full_like(b, 1, &l));
+  l = tp_hlo_binary(b, TP_HLO_MAX, l, tp_k(b, 0, l));
+  *l1 = tp_hlo_binary(b, TP_HLO_MIN, l, tp_k(b, 1, l));
   if (weight_dtype != md) /* CPU's 16-bit forward stores l1, then l0 = 1 - l1, in the input's type */
     *l1 = tp_hlo_convert(b, tp_hlo_convert(b, *l1, weight_dtype), md);
-  *l0 = tp_hlo_binary(b, TP_HLO_SUB, tp_emit_full_like(b, 1, l1), *l1);
+  *l0 = tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 1, *l1), *l1);
   if (weight_dtype != md) *l0 = tp_hlo_convert(b, tp_hlo_convert(b, *l0, weight_dtype), md);
 }
 

@@ -1,0 +1,26 @@
+/* The inference and emission helpers every op family shares (common.c); the ones the executors
+ * use too (tp_broadcast_shapes, tp_result_type, tp_emit_cast_to, tp_meta_numel,
+ * tp_op_check_complex) are declared in op.h. Private to ops/. */
+#ifndef TP_OPS_COMMON_H_
+#define TP_OPS_COMMON_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/op.h"
+
+/* Wraps a negative dim of a tensor of |ndim| dims; -1 when out of range (a 0-d tensor accepts 0
+ * and -1). */
+int tp_norm_dim(int64_t d, int ndim);
+/* Writes |v| as PyTorch prints an int list ("[1, 2, 3]") into |buf| of |n| bytes. */
+void tp_format_ints(char *buf, size_t n, const int64_t *v, int count);
+/* |out|'s sizes become |x|'s without the dims |mask| marks, or with them as 1 (|keep|). */
+void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out);
+/* The type |t| computes in: f16/bf16 in f32, others in themselves. */
+tp_dtype_t tp_math_dtype(tp_dtype_t t);
+/* |v| converted to |dtype| and broadcast to |shape|'s sizes. */
+tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
+                                  const tp_meta_t *shape);
+
+#endif  /* TP_OPS_COMMON_H_ */
