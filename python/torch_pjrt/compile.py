@@ -59,6 +59,19 @@ def _val(n):
 _CAT_CHUNK = 14
 
 
+def _same_layout(node):
+    """Whether as_strided(x, size, stride[, offset]) only restates x's own layout: the same sizes
+    and offset, and x's strides wherever a size exceeds 1 (AOTAutograd writes one to give a
+    reduction's [N, C, 1, 1] result channels-last strides). Then its value is x's."""
+    x = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(x, torch.Tensor):
+        return False
+    size, stride = list(node.args[1]), list(node.args[2])
+    offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
+    return (size == list(x.shape) and (offset is None or offset == x.storage_offset())
+            and all(st == xs for n, st, xs in zip(size, stride, x.stride()) if n > 1))
+
+
 class _Partition:
     """Consecutive graph nodes lowered into one program."""
 
@@ -150,6 +163,8 @@ class _Partition:
             outs = self._foreach(node.target, args, kwargs)
         elif node.target is torch.ops.aten.cat.default and len(args[0]) > _CAT_CHUNK:
             outs = self._long_cat(*args, **kwargs)
+        elif node.target is torch.ops.aten.as_strided.default and _same_layout(node):
+            outs = self.graph.node(torch.ops.aten.alias.default, args[0])
         else:
             outs = self.graph.node(node.target, *args, **kwargs)
         if isinstance(outs, str):

@@ -99,6 +99,23 @@ def test_compiled_cat_of_many_tensors_is_one_program():
     assert_same(got, f(*xs))
 
 
+def test_compiled_as_strided_that_restates_the_layout_is_in_the_program():
+    # AOTAutograd gives a reduction's [N, C, 1, 1] result channels-last strides with an
+    # as_strided (torchvision's ConvNeXt head): the same layout, so no split.
+    x = torch.randn(2, 8, 5, 5)
+    f = lambda t: torch.as_strided(t.mean((2, 3), keepdim=True), (2, 8, 1, 1), (8, 1, 8, 8)) * 2  # noqa: E731
+    tc.reset_stats()
+    assert_same(torch.compile(f, backend="tpu")(x.to("tpu")), f(x))
+    s = tc.stats()
+    assert s["splits"] == {} and s["partitions"] == 1, s
+    # an as_strided that moves elements is not one: it runs eagerly, with the right values
+    g = lambda t: torch.as_strided(t + 1, (5, 2), (1, 5)) * 2  # noqa: E731
+    y = torch.randn(10)
+    tc.reset_stats()
+    assert_same(torch.compile(g, backend="tpu")(y.to("tpu")), g(y))
+    assert tc.stats()["splits"] == {"aten.as_strided.default": 1}, tc.stats()
+
+
 def test_compiled_function_with_inplace_update_of_input():
     def f(a, b):
         a.add_(b)
