@@ -1,11 +1,13 @@
-"""Ops whose result size depends on the values, against CPU under strict mode: nonzero (and
-argwhere, torch.where(cond), as_tuple), masked_select (what printing a float tensor calls),
-boolean-mask indexing, nonzero_static. Results equal CPU's exactly, order included."""
+"""Indexing ops against CPU under strict mode. Ops whose result size depends on the values:
+nonzero (and argwhere, torch.where(cond), as_tuple), masked_select (what printing a float tensor
+calls), boolean-mask indexing, nonzero_static; their results equal CPU's exactly, order included.
+Scatter and gather: scatter_reduce, index_reduce, index_fill, index_copy, masked_scatter, take,
+put and isin."""
 import pytest
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE, assert_same, make
+from tpu_helpers import BF16, DEVICE, F32, I64, assert_same, check_native, check_strict, dname, make
 
 
 def sparse(shape, dtype, seed=0, density=0.4):
@@ -181,3 +183,74 @@ def test_boolean_mask_indexing_backward():
     (xc[m] * 3).sum().backward()
     (xd[m.to(DEVICE)] * 3).sum().backward()
     assert_same(xd.grad, xc.grad)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dtype", [F32, I64], ids=dname)
+def test_scatter_reduce(reduce, include_self, dtype):
+    x = make((4, 5), dtype, seed=11)
+    src = make((4, 5), dtype, seed=12)
+    idx = torch.tensor([[0, 1, 0, 3, 4], [2, 2, 2, 0, 1], [1, 0, 3, 3, 3], [0, 0, 0, 0, 0]])
+    check_native(lambda a, i, s: a.scatter_reduce(1, i, s, reduce, include_self=include_self), x, idx, src)
+    check_native(lambda a, i, s: a.scatter_reduce(0, i[:2, :3], s, reduce, include_self=include_self),
+                 x, idx.clamp(max=3), src)
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce(reduce, include_self):
+    x = make((5, 3), F32, seed=13)
+    src = make((4, 3), F32, seed=14)
+    idx = torch.tensor([0, 4, 0, 2])
+    check_native(lambda a, i, s: a.index_reduce(0, i, s, reduce, include_self=include_self), x, idx, src)
+    check_native(lambda a, i, s: a.clone().index_reduce_(0, i, s, reduce, include_self=include_self),
+                 x, idx, src)
+
+
+def test_index_reduce_mean_floors_integers():
+    x = torch.tensor([5, -5, 7])
+    check_native(lambda a, i, s: a.index_reduce(0, i, s, "mean"), x, torch.tensor([0, 1, 1]),
+                 torch.tensor([2, 0, 1]))
+
+
+def test_scatter_reduce_bad_reduce_raises():
+    t = torch.zeros(3, device=DEVICE)
+    with pytest.raises(RuntimeError, match="reduce argument must be"):
+        t.scatter_reduce(0, torch.tensor([0], device=DEVICE), t, "max")
+
+
+def test_index_fill():
+    x = make((4, 5), F32, seed=15)
+    check_native(lambda a, i: a.index_fill(1, i, -1.5), x, torch.tensor([0, -1, 2]))
+    check_native(lambda a, i: a.clone().index_fill_(0, i, torch.tensor(3.0)), x, torch.tensor([1]))
+
+
+def test_take_put_isin():
+    x = make((3, 4), F32, seed=24)
+    idx = torch.tensor([[0, -1], [5, 11]])
+    check_native(torch.take, x, idx)
+    check_native(lambda a, i, s: a.put(i, s, accumulate=True), x, torch.tensor([1, 1, -2]), torch.ones(3))
+    check_native(lambda a, i, s: a.clone().put_(i, s), x, torch.tensor([0, 3]), torch.tensor([7.0, 8.0]))
+    e = make((3, 5), I64, seed=25, low=-3, high=3)
+    check_native(torch.isin, e, torch.tensor([0, 2, -3]))
+    check_native(lambda a: torch.isin(a, 1, invert=True), e)
+    check_native(torch.isin, torch.tensor([1.0, float("nan")]), torch.tensor([float("nan"), 1.0]))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64, torch.bool], ids=str)
+def test_index_copy(dtype):
+    x = make((5, 4, 3), dtype)
+    src = make((5, 2, 3), dtype, seed=1)
+    idx = torch.tensor([3, 0])
+    check_strict(lambda a, i, s: a.index_copy(1, i, s), x, idx, src)
+    check_strict(lambda a, i, s: a.clone().index_copy_(0, i, s), x, torch.tensor([4, 1, 0]), make((3, 4, 3), dtype, seed=2))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64, torch.bool], ids=str)
+def test_masked_scatter(dtype):
+    x = make((4, 5), dtype)
+    mask = make((4, 5), torch.bool, seed=3)
+    src = make((6, 5), dtype, seed=1)
+    check_strict(lambda a, m, s: a.masked_scatter(m, s), x, mask, src)
+    check_strict(lambda a, m, s: a.clone().masked_scatter_(m, s), x, mask[0], src)

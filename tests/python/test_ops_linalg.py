@@ -1,39 +1,19 @@
-"""LU and QR factorizations and the ops built on them (solve, inverse, det, slogdet, lu_solve,
-lu_unpack, geqrf, householder_product, ormqr, qr), against PyTorch on CPU, with no CPU
-fallback: the factors follow LAPACK's pivot and reflector conventions, so they match CPU's."""
+"""Linear algebra against PyTorch on CPU, with no CPU fallback where the op is native: mm, addmm,
+addbmm, linear, trace, cross; Cholesky and triangular solves; LU and QR factorizations and the ops
+built on them (solve, inverse, det, slogdet, lu_solve, lu_unpack, geqrf, householder_product,
+ormqr, qr), eigvalsh and svdvals. The factors follow LAPACK's pivot and reflector conventions, so
+they match CPU's."""
 import pytest
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE, assert_same
-
-F32, F64 = torch.float32, torch.float64
-
-
-def dname(d):
-    return str(d).replace("torch.", "")
+from tpu_helpers import (
+    BF16, DEVICE, F32, F64, I32, I64, assert_same, both, check, check_native, dname, make, to_dev)
 
 
 def mat(*shape, dtype=F32, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-
-
-def check_native(fn, *cpu_args, **kw):
-    dev = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in cpu_args]
-    with torch_pjrt.strict():
-        got = fn(*dev)
-        torch.tpu.synchronize()
-    want = fn(*cpu_args)
-    if isinstance(want, torch.Tensor):
-        got, want = (got,), (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        if w.dtype == torch.int32:
-            assert g.dtype == torch.int32
-            assert torch.equal(g.cpu(), w)
-        else:
-            assert_same(g, w, **kw)
 
 
 TOL = {F32: dict(rtol=1e-4, atol=1e-5), F64: dict(rtol=1e-10, atol=1e-12)}
@@ -196,3 +176,130 @@ def test_large_jacobi_orders_fall_back():
     assert after.get("_linalg_svd", 0) == before.get("_linalg_svd", 0) + 1
     assert_same(got, torch.linalg.svdvals(a), rtol=1e-4, atol=1e-5)
     check_native(torch.linalg.svdvals, mat(100, 32), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F64, I64, I32], ids=dname)
+def test_mm(dtype):
+    a = make((5, 7), dtype, seed=31, low=-3, high=3)
+    b = make((7, 3), dtype, seed=32, low=-3, high=3)
+    got, want = both(torch.mm, a, b)
+    assert_same(got, want, **({"rtol": 2e-2, "atol": 1e-1} if dtype == BF16 else {}))
+    assert_same(to_dev(a) @ to_dev(b), a @ b,
+                **({"rtol": 2e-2, "atol": 1e-1} if dtype == BF16 else {}))
+
+
+def test_mm_noncontiguous_and_out():
+    a = make((7, 5), F32, seed=33)
+    b = make((3, 7), F32, seed=34)
+    ta, tb = to_dev(a, b)
+    assert_same(ta.t() @ tb.t(), a.t() @ b.t())
+    assert_same(ta[::2].t() @ ta[::2], a[::2].t() @ a[::2])
+    out = torch.empty(5, 3, device=DEVICE)
+    assert torch.mm(ta.t(), tb.t(), out=out) is out
+    assert_same(out, a.t() @ b.t())
+
+
+def test_mm_degenerate_shapes():
+    check(torch.mm, torch.empty(2, 0), torch.empty(0, 3))
+    check(torch.mm, torch.ones(1, 1), torch.full((1, 1), 3.0))
+    check(torch.mm, make((0, 4), F32), make((4, 2), F32))
+
+
+def test_mm_larger_float32():
+    a = make((64, 128), F32, seed=35)
+    b = make((128, 32), F32, seed=36)
+    check(torch.mm, a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("bias_shape", [(4, 3), (3,), (1, 3), (4, 1), ()], ids=str)
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2), (0, 1), (2, 0)], ids=str)
+def test_addmm(bias_shape, beta, alpha):
+    bias = make(bias_shape, F32, seed=37)
+    m1 = make((4, 5), F32, seed=38)
+    m2 = make((5, 3), F32, seed=39)
+    check(lambda s, x, y: torch.addmm(s, x, y, beta=beta, alpha=alpha), bias, m1, m2)
+
+
+def test_addmm_beta_zero_ignores_nan_self():
+    bias = torch.full((2, 2), float("nan"))
+    check(lambda s, x, y: torch.addmm(s, x, y, beta=0), bias, torch.ones(2, 3), torch.ones(3, 2))
+
+
+def test_addmm_inplace_out_and_types():
+    bias = make((4, 3), F32, seed=40)
+    m1 = make((4, 5), F32, seed=41)
+    m2 = make((5, 3), F32, seed=42)
+    tb, t1, t2 = to_dev(bias, m1, m2)
+    assert tb.addmm_(t1, t2, beta=2, alpha=3) is tb
+    assert_same(tb, bias.clone().addmm_(m1, m2, beta=2, alpha=3))
+    out = torch.empty(4, 3, device=DEVICE)
+    assert torch.addmm(to_dev(bias), t1, t2, out=out) is out
+    assert_same(out, torch.addmm(bias, m1, m2))
+    check(lambda s, x, y: torch.addmm(s, x, y, beta=2, alpha=3),
+          make((2, 2), I64, seed=43), make((2, 3), I64, seed=44), make((3, 2), I64, seed=45))
+    check(torch.addmm, make((3,), BF16, seed=46), make((2, 4), BF16, seed=47),
+          make((4, 3), BF16, seed=48), rtol=2e-2, atol=1e-1)
+
+
+def test_linear_layer_matches_cpu():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 4)
+    x = make((3, 6), F32, seed=49)
+    want = lin(x).detach()
+    lin.to(DEVICE)
+    assert_same(lin(x.to(DEVICE)).detach(), want)
+
+
+def test_mm_errors():
+    a = torch.ones(3, 4, device=DEVICE)
+    with pytest.raises((RuntimeError, ValueError), match="cannot be multiplied"):
+        torch.mm(a, a)
+    with pytest.raises((RuntimeError, ValueError), match="dtype"):
+        torch.mm(a, torch.ones(4, 2, dtype=F64, device=DEVICE))
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.mm(torch.ones(4, device=DEVICE), a)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_and_triangular_solves_native(upper):
+    torch.manual_seed(0)
+    a = torch.randn(3, 4, 4, dtype=torch.float64)
+    a = a @ a.mT + 4 * torch.eye(4, dtype=torch.float64)
+    b = torch.randn(3, 4, 2, dtype=torch.float64)
+    with torch_pjrt.strict():
+        lt, info = torch.linalg.cholesky_ex(a.to(DEVICE), upper=upper)
+        xt = torch.linalg.solve_triangular(lt, b.to(DEVICE), upper=upper)
+        st = torch.cholesky_solve(b.to(DEVICE), lt, upper=upper)
+    l = torch.linalg.cholesky(a, upper=upper)
+    assert_same(lt, l, atol=1e-12, rtol=1e-10)
+    assert info.cpu().tolist() == [0, 0, 0]
+    assert_same(xt, torch.linalg.solve_triangular(l, b, upper=upper), atol=1e-12, rtol=1e-10)
+    assert_same(st, torch.cholesky_solve(b, l, upper=upper), atol=1e-12, rtol=1e-10)
+
+
+def test_cholesky_of_a_non_positive_definite_matrix_raises():
+    a = torch.eye(3)
+    a[2, 2] = -1.0
+    assert torch.linalg.cholesky_ex(a.to(DEVICE)).info.item() != 0
+    with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
+        torch.linalg.cholesky(a.to(DEVICE))
+
+
+def test_trace():
+    check_native(torch.trace, make((3, 5), F32, seed=18))
+    check_native(torch.trace, make((4, 2), I64, seed=19))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=dname)
+def test_linalg_cross(dtype):
+    a = make((4, 3, 2), dtype, seed=28)
+    b = make((1, 3, 2), dtype, seed=29)
+    check_native(lambda x, y: torch.linalg.cross(x, y, dim=1), a, b)
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(a.to(DEVICE), b.to(DEVICE), dim=2)
+
+
+def test_addbmm():
+    s, b1, b2 = make((3, 4), F32, seed=31), make((5, 3, 2), F32, seed=32), make((5, 2, 4), F32, seed=33)
+    check_native(lambda a, x, y: torch.addbmm(a, x, y, beta=0.5, alpha=2), s, b1, b2)
+    check_native(lambda a, x, y: a.clone().addbmm_(x, y), s, b1, b2)

@@ -1,13 +1,11 @@
-"""Average pooling (fixed windows and adaptive, 2d/3d, with backwards) against CPU under strict
-mode: no CPU fallback where the op is native."""
+"""Average pooling (fixed windows and adaptive, 2d/3d, with backwards) and upsampling (nearest and
+linear, with backwards) against CPU under strict mode: no CPU fallback where the op is native."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_pjrt
-from tpu_helpers import DEVICE, assert_same, make
-
-F32, BF16, I64 = torch.float32, torch.bfloat16, torch.int64
+from tpu_helpers import BF16, DEVICE, F32, I64, assert_same, make
 
 
 def check(fn, x, *, backward=True):
@@ -137,46 +135,3 @@ def test_upsample_bilinear_bf16_backward():
     F.interpolate(x, size=(7, 9), mode="bilinear").sum().backward()
     F.interpolate(xd, size=(7, 9), mode="bilinear").sum().backward()
     assert_same(xd.grad, x.grad)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, BF16, torch.float16], ids=str)
-def test_frexp_special_values(dtype):
-    info = torch.finfo(dtype)
-    x = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -1e-3, 7.5e2, float("inf"), -float("inf"),
-                      float("nan"), info.max, info.tiny, info.tiny / 4, -info.tiny / 8], dtype=dtype)
-    want_m, want_e = torch.frexp(x)
-    with torch_pjrt.strict():
-        m, e = torch.frexp(x.to(DEVICE))
-        torch.tpu.synchronize()
-    assert_same(m, want_m)
-    assert_same(e, want_e)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, BF16, torch.int64, torch.int32],
-                         ids=str)
-@pytest.mark.parametrize("start,end,steps", [(-3.5, 7.25, 1000), (10, -7, 17), (2, 2, 5), (1.5, 9, 1), (0, 1, 0)],
-                         ids=str)
-def test_linspace(dtype, start, end, steps):
-    if dtype == BF16 and steps > 16:
-        pytest.skip("16-bit linspace past 16 steps falls back: CPU's vectorized chunks round differently")
-    want = torch.linspace(start, end, steps, dtype=dtype)
-    with torch_pjrt.strict():
-        got = torch.linspace(start, end, steps, dtype=dtype, device=DEVICE)
-        out = torch.empty(3, dtype=dtype, device=DEVICE)
-        torch.linspace(start, end, steps, out=out)
-        torch.tpu.synchronize()
-    assert_same(got, want, rtol=0, atol=0)
-    assert_same(out, want, rtol=0, atol=0)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, BF16, torch.int64], ids=str)
-@pytest.mark.parametrize("start,end,steps,base", [(-3.5, 7.25, 100, 10.0), (10, -7, 17, 2.0), (1.5, 9, 1, 3.0),
-                                                  (0, 1, 0, 10.0)], ids=str)
-def test_logspace(dtype, start, end, steps, base):
-    if dtype == BF16 and steps > 16:
-        pytest.skip("16-bit logspace past 16 steps falls back: CPU rounds its exponents differently")
-    want = torch.logspace(start, end, steps, base, dtype=dtype)
-    with torch_pjrt.strict():
-        got = torch.logspace(start, end, steps, base, dtype=dtype, device=DEVICE)
-        torch.tpu.synchronize()
-    assert_same(got, want)

@@ -1,12 +1,14 @@
-"""torch.multinomial on the device, under strict mode: its draws follow the distribution (a
-chi-square test of the frequencies at a fixed seed), repeat under torch.tpu.manual_seed and a tpu
-Generator, and its shapes, dtypes and errors are CPU's. The numbers themselves differ from CPU's
-(another generator), as for every random op."""
+"""Random ops on the device, under strict mode. torch.multinomial: its draws follow the
+distribution (a chi-square test of the frequencies at a fixed seed), repeat under
+torch.tpu.manual_seed and a tpu Generator, and its shapes, dtypes and errors are CPU's. normal_
+and random_: their moments and ranges. The numbers themselves differ from CPU's (another
+generator), as for every random op."""
 import pytest
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE
+from tpu_helpers import DEVICE, I64
+
 
 # chi-square quantiles at 0.999: a wrong sampler scores far above them, a right one below them at
 # any seed but one in a thousand (the seeds here are fixed, so the tests are deterministic)
@@ -137,3 +139,19 @@ def test_errors_are_cpus(case):
         torch.multinomial(p.to(DEVICE), n, replacement)
     assert str(cpu.value) in str(tpu.value)
     assert torch.ones(2, device=DEVICE).sum().item() == 2  # the device still works
+
+
+def test_normal_and_random_integers_distributions():
+    with torch_pjrt.strict():
+        x = torch.empty(50000, device=DEVICE).normal_(2.0, 3.0)
+        r = torch.empty(8000, device=DEVICE, dtype=I64).random_(-3, 5)
+        f = torch.empty(2000, device=DEVICE).random_(10)
+    x, r, f = x.cpu(), r.cpu(), f.cpu()
+    assert abs(x.mean().item() - 2.0) < 0.1 and abs(x.std().item() - 3.0) < 0.1
+    assert r.min().item() == -3 and r.max().item() == 4
+    assert torch.bincount(r + 3).min().item() > 800  # ~1000 each
+    assert torch.equal(f.unique(), torch.arange(10.0))
+    with pytest.raises(RuntimeError, match="expects 'from' to be less than 'to'"):
+        torch.empty(3, device=DEVICE).random_(5, 2)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        torch.empty(3, device=DEVICE).normal_(0.0, -1.0)

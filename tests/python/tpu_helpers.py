@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch  # autoloads torch_pjrt through the torch.backends entry point
 
 import torch_pjrt
@@ -17,6 +18,12 @@ DEVICE = "tpu"
 ALL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
               torch.float16, torch.bfloat16, torch.float32, torch.float64]
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+F32, BF16, F16, F64 = torch.float32, torch.bfloat16, torch.float16, torch.float64
+I64, I32, I16, I8, U8, BOOL = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+                               torch.bool)
+# The two float types most op tests cover, as a parametrize mark.
+DTYPES = pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
 
 # (rtol, atol) per result dtype. The device computes half types in f32 and rounds once, as
 # PyTorch's CPU kernels do, so one or two ulps of the half type is enough; f32/f64 only differ by
@@ -98,3 +105,68 @@ def run_json(code, timeout=120, **env_overrides):
     lines = [l for l in p.stdout.splitlines() if l.strip()]
     assert lines, f"child printed nothing:\n{p.stderr}"
     return json.loads(lines[-1]), p
+
+
+def dname(d):
+    """A dtype's test id: "float32" for torch.float32."""
+    return str(d).replace("torch.", "")
+
+
+def both(fn, *cpu_args):
+    """fn on the CPU args and on their tpu copies; returns (tpu_result, cpu_result)."""
+    return fn(*to_dev(*cpu_args)) if len(cpu_args) > 1 else fn(to_dev(*cpu_args)), fn(*cpu_args)
+
+
+def check(fn, *cpu_args, **kw):
+    """fn on tpu copies of the CPU args equals fn on them (fallbacks allowed)."""
+    got, want = both(fn, *cpu_args)
+    assert_same(got, want, **kw)
+
+
+def run_native(fn, *cpu_args):
+    """fn on tpu copies under strict mode (no fallback allowed), and on CPU."""
+    dev = [a.to(DEVICE) if isinstance(a, torch.Tensor) else a for a in cpu_args]
+    with torch_pjrt.strict():
+        got = fn(*dev)
+        torch.tpu.synchronize()
+    return got, fn(*cpu_args)
+
+
+def check_native(fn, *cpu_args, **kw):
+    """fn under strict mode on tpu copies of the CPU args (non-tensors pass through) equals fn on
+    CPU; a tuple result is compared element by element, int32 ones (pivots, infos) exactly."""
+    got, want = run_native(fn, *cpu_args)
+    if isinstance(want, torch.Tensor):
+        got, want = (got,), (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if w.dtype == torch.int32:
+            assert g.dtype == torch.int32
+            assert torch.equal(g.cpu(), w)
+        else:
+            assert_same(g, w, **kw)
+
+
+def check_strict(fn, *xs, backward=False):
+    """fn under strict mode on tpu copies of the CPU tensors |xs| equals fn on them (a tuple result
+    element by element); with |backward|, so do the gradients of every input."""
+    want = fn(*xs)
+    xd = [x.to(DEVICE) for x in xs]
+    with torch_pjrt.strict():
+        got = fn(*xd)
+    if isinstance(want, tuple):
+        for g, w in zip(got, want):
+            assert_same(g, w)
+    else:
+        assert_same(got, want)
+    if not backward:
+        return
+    xs = [x.detach().requires_grad_(True) for x in xs]
+    xd = [x.detach().requires_grad_(True) for x in xd]
+    out = fn(*xs)
+    g = make(tuple(out.shape), out.dtype, seed=5)
+    out.backward(g)
+    with torch_pjrt.strict():
+        fn(*xd).backward(g.to(DEVICE))
+    for a, b in zip(xd, xs):
+        assert_same(a.grad, b.grad)

@@ -1,0 +1,51 @@
+"""Sorting and searching against PyTorch on CPU: sort (NaN order, stability), topk, kthvalue,
+searchsorted and bucketize, with no CPU fallback where the op is native."""
+import pytest
+import torch
+
+from tpu_helpers import (
+    BF16, BOOL, DEVICE, F32, I64, check_native, check_strict, dname, fallbacks, make)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_nan_largest_and_stable(descending):
+    x = torch.tensor([[3.0, float("nan"), 1.0, 3.0, -float("inf"), 0.0, -0.0, 1.0]])
+    check_native(lambda t: torch.sort(t, dim=1, descending=descending, stable=True), x)
+    check_native(lambda t: torch.argsort(t, dim=1, descending=descending, stable=True), x)
+
+
+@pytest.mark.parametrize("dtype", [I64, BOOL, BF16], ids=dname)
+def test_stable_sort_ties(dtype):
+    x = make((2, 40), dtype, seed=21, low=-3, high=3)
+    check_native(lambda t: torch.sort(t, stable=True), x)
+
+
+def test_topk_kthvalue():
+    x = make((4, 9), F32, seed=22)
+    check_native(lambda t: torch.topk(t, 3), x)
+    check_native(lambda t: torch.topk(t, 2, dim=0, largest=False), x)
+    check_native(lambda t: torch.kthvalue(t, 4, 1, keepdim=True), x)
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.topk(x.to(DEVICE), 10)
+
+
+def test_unstable_sort_of_integers_falls_back_visibly(fresh_stats):
+    x = make((50,), I64, seed=23, low=-3, high=3)
+    got = torch.sort(x.to(DEVICE))
+    want = torch.sort(x)
+    assert torch.equal(got.indices.cpu(), want.indices)
+    assert "sort" in fallbacks()
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+@pytest.mark.parametrize("right", [False, True], ids=["left", "right"])
+def test_searchsorted_and_bucketize(dtype, right):
+    seq = make((9,), dtype, low=-5, high=5).sort().values
+    v = make((3, 4), dtype, seed=2, low=-7, high=7)
+    v.view(-1)[0] = seq[3]  # a tie
+    check_strict(lambda s, t: torch.searchsorted(s, t, right=right), seq, v)
+    check_strict(lambda s, t: torch.bucketize(t, s, right=right, out_int32=True), seq, v)
+    rows = make((3, 6), dtype, seed=4).sort(-1).values
+    check_strict(lambda s, t: torch.searchsorted(s, t, side="right" if right else "left"), rows, v)
+    unsorted = seq[make((9,), F32, seed=7).argsort()]
+    check_strict(lambda s, t, p: torch.searchsorted(s, t, sorter=p, right=right), unsorted, v, unsorted.argsort(stable=True))
