@@ -139,5 +139,5 @@ int main(void) {
   test_gate();
   test_fft_infer();
   test_emit();
-  TEST_MAIN_END("complex_test");
+  TEST_MAIN_END("ops_complex_test");
 }

@@ -114,9 +114,9 @@ int main(void) {
   CHECK_OK(tp_exec_init(plugin, NULL, 64, &warning));
   free(warning);
   if (!tp_exec_client()) {
-    TEST_MAIN_END("graph_test");
+    TEST_MAIN_END("exec_graph_test");
   }
   test_graph_run();
   CHECK_OK(tp_client_synchronize(tp_exec_client()));
-  TEST_MAIN_END("graph_test");
+  TEST_MAIN_END("exec_graph_test");
 }

@@ -140,11 +140,11 @@ int main(void) {
   CHECK_OK(tp_exec_init(plugin, NULL, 16, &warning));
   free(warning);
   if (!tp_exec_client()) {
-    TEST_MAIN_END("eager_stress_test");
+    TEST_MAIN_END("exec_eager_stress_test");
   }
   const char *rounds_env = getenv("TP_STRESS_ROUNDS");
   int rounds = rounds_env ? atoi(rounds_env) : 400;
   for (int i = 0; i < rounds; i++) one_round(i);
   CHECK_OK(tp_client_synchronize(tp_exec_client()));
-  TEST_MAIN_END("eager_stress_test");
+  TEST_MAIN_END("exec_eager_stress_test");
 }
