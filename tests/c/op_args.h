@@ -93,4 +93,60 @@ static inline bool emits(const char *name, tp_op_arg_t *args, int n_args, tp_met
   return found;
 }
 
+/* Whether |name|'s infer leaves the call to CPU (TP_UNIMPLEMENTED). */
+static inline bool unimplemented(const char *name, tp_op_arg_t *args, int n_args) {
+  const tp_op_def_t *d = op(name);
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  tp_status_t *st = d->infer(d, args, n_args, out, &n);
+  bool r = st && tp_status_code(st) == TP_UNIMPLEMENTED;
+  tp_status_free(st);
+  return r;
+}
+
+/* The program |name| emits over params of the inferred shapes (caller frees), or NULL. */
+static inline char *emit_text(const char *name, tp_op_arg_t *args, int n_args) {
+  const tp_op_def_t *d = op(name);
+  tp_meta_t out[TP_MAX_OUTS];
+  int n = 0;
+  CHECK_OK(d->infer(d, args, n_args, out, &n));
+  tp_hlo_builder_t *b;
+  CHECK_OK(tp_hlo_builder_create(&b));
+  tp_hlo_value_t in[TP_MAX_ARGS];
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].kind == TP_ARG_TENSOR)
+      in[i] = tp_hlo_param(b, args[i].meta.dtype, args[i].meta.ndim, args[i].meta.sizes, -1);
+    else if (args[i].kind == TP_ARG_SCALAR)
+      in[i] = tp_hlo_param(b, args[i].scalar_dtype, 0, NULL, -1);
+  }
+  tp_hlo_value_t res[TP_MAX_OUTS];
+  d->emit(d, b, args, n_args, in, out, res);
+  char *text = NULL;
+  CHECK_OK(tp_hlo_finish(b, res, n, &text));
+  tp_hlo_builder_free(b);
+  return text;
+}
+
+/* Emits |name| and compares with tests/c/golden/<file>. */
+static inline void check_golden(const char *name, tp_op_arg_t *args, int n_args, const char *file) {
+  char *text = emit_text(name, args, n_args);
+  char path[256];
+  snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, file);
+  FILE *f = fopen(path, "rb");
+  char expect[1 << 15] = {0};
+  if (f) {
+    size_t r = fread(expect, 1, sizeof(expect) - 1, f);
+    expect[r] = 0;
+    fclose(f);
+  } else if (getenv("TP_UPDATE_GOLDEN") && text) {
+    f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+    strcpy(expect, text);
+  }
+  CHECK(text && strcmp(text, expect) == 0);
+  if (text && strcmp(text, expect) != 0) fprintf(stderr, "emitted for %s:\n%s\n", name, text);
+  free(text);
+}
+
 #endif

@@ -1,21 +1,11 @@
-/* Stand-alone ops (misc.c) and max pooling (pool.c): shape/dtype inference, the calls left to
- * CPU, and that each emits a program. Needs no device. */
+/* Stand-alone ops (misc.c): shape/dtype inference, the calls left to CPU, and that each emits a
+ * program. Needs no device. */
 #include <string.h>
 
 #include "hlo/builder.h"
 #include "ops/op.h"
 #include "op_args.h"
 #include "test.h"
-
-static bool unimplemented(const char *name, tp_op_arg_t *args, int n_args) {
-  const tp_op_def_t *d = op(name);
-  tp_meta_t out[TP_MAX_OUTS];
-  int n = 0;
-  tp_status_t *st = d->infer(d, args, n_args, out, &n);
-  bool r = st && tp_status_code(st) == TP_UNIMPLEMENTED;
-  tp_status_free(st);
-  return r;
-}
 
 static void test_equal(void) {
   int64_t s[2] = {3, 4}, t[1] = {4};
@@ -67,35 +57,9 @@ static void test_search_and_copies(void) {
   CHECK(n == 1 && out[0].ndim == 2 && out[0].sizes[0] == 5);
 }
 
-static void test_max_pool_family(void) {
-  int64_t s[5] = {2, 3, 5, 6, 7}, k3[3] = {2, 3, 2}, os[3] = {2, 4, 3};
-  tp_op_arg_t none;
-  memset(&none, 0, sizeof(none));
-  none.kind = TP_ARG_INTS;
-  tp_op_arg_t a[6] = {tensor(TP_DTYPE_BF16, 5, s), ints_arg(3, k3), none, ints_arg(1, (int64_t[]){1}),
-                      ints_arg(1, (int64_t[]){1}), int_arg(0)};
-  tp_meta_t out[TP_MAX_OUTS];
-  int n = 0;
-  CHECK(emits("max_pool3d_with_indices", a, 6, out, &n, "stablehlo.select"));
-  CHECK(n == 2 && out[0].sizes[2] == 3 && out[0].sizes[3] == 2 && out[0].sizes[4] == 4 &&
-        out[1].dtype == TP_DTYPE_I64);
-  tp_op_arg_t ad[2] = {tensor(TP_DTYPE_F32, 5, s), ints_arg(3, os)};
-  CHECK(emits("adaptive_max_pool3d", ad, 2, out, &n, "stablehlo.gather"));
-  CHECK(n == 2 && out[0].sizes[2] == 2 && out[0].sizes[3] == 4 && out[0].sizes[4] == 3);
-  ad[0].meta.dtype = TP_DTYPE_I64; /* CPU's adaptive kernels take floats only */
-  CHECK(unimplemented("adaptive_max_pool3d", ad, 2));
-  int64_t us[4] = {2, 3, 4, 3}, o2[2] = {8, 7};
-  tp_op_arg_t u[3] = {tensor(TP_DTYPE_F32, 4, us), tensor(TP_DTYPE_I64, 4, us), ints_arg(2, o2)};
-  CHECK(emits("max_unpool2d", u, 3, out, &n, "stablehlo.scatter"));
-  CHECK(n == 1 && out[0].sizes[2] == 8 && out[0].sizes[3] == 7);
-  u[1].meta.dtype = TP_DTYPE_I32; /* CPU requires int64 indices and says so */
-  CHECK(unimplemented("max_unpool2d", u, 3));
-}
-
 int main(void) {
   test_equal();
   test_glu_mode_median();
   test_search_and_copies();
-  test_max_pool_family();
   TEST_MAIN_END("ops_misc_test");
 }
