@@ -3,7 +3,7 @@
  * window's offsets one gather at a time (bounds from iotas). The divisor is a product of per-dim counts, applied
  * once after the sum as the CPU kernels do. The backward divides the gradient by the same
  * divisor and scatter-adds it back over the same windows. Depends on ops/ helpers and hlo/ only.
- * |code|: the spatial rank k (2 or 3), plus 4 for adaptive, plus 8 for backward. */
+ * |code|: a tp_avg_pool_t (families.h): the spatial rank k (2 or 3), adaptive, backward. */
 #include <string.h>
 
 #include "ops/families.h"
@@ -33,9 +33,9 @@ static int64_t avg_out(int64_t in, const avg_t *p, int i) {
  * the error. */
 static tp_status_t *parse_avg(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, avg_t *p) {
   memset(p, 0, sizeof(*p));
-  p->k = op->code & 3;
-  p->adaptive = op->code & 4;
-  p->backward = op->code & 8;
+  p->k = op->code & TP_APF_RANK;
+  p->adaptive = op->code & TP_APF_ADAPTIVE;
+  p->backward = op->code & TP_APF_BACKWARD;
   int t = p->backward ? 1 : 0;
   if (n_args < t + 1 || args[t].kind != TP_ARG_TENSOR || (p->backward && args[0].kind != TP_ARG_TENSOR))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);

@@ -1,5 +1,5 @@
 /* Convolution family: convolution (1-3 spatial dims, stride, padding, dilation, groups,
- * transposed) and convolution_backward (code 1: its bias_sizes argument, dropped by infer), as
+ * transposed) and convolution_backward (its bias_sizes argument dropped by infer), as
  * stablehlo.convolution. Grouped
  * or transposed backward falls back to CPU (UNIMPLEMENTED). Half types accumulate in f32. */
 #include <stdio.h>
@@ -143,11 +143,12 @@ void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
 
 /* convolution_backward(grad_output, input, weight, bias_sizes?, stride, padding, dilation,
  * transposed, output_padding, groups, output_mask) -> (grad_input, grad_weight, grad_bias);
- * code 0 reads the form without bias_sizes (as convolution_backward_overrideable has it). */
+ * TP_CONVB_NO_BIAS_SIZES reads the form without bias_sizes (as convolution_backward_overrideable
+ * has it). */
 tp_status_t *tp_infer_conv_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                     tp_meta_t *out, int *n_out) {
-  if (op->code == 1 && n_args >= 11) {
-    /* Drop bias_sizes (argument 3): the rest is the code-0 form. */
+  if (op->code == TP_CONVB_BIAS_SIZES && n_args >= 11) {
+    /* Drop bias_sizes (argument 3): the rest is the other form. */
     memmove(&args[3], &args[4], sizeof(args[0]) * (size_t)(n_args - 4));
     memset(&args[n_args - 1], 0, sizeof(args[0]));
   }

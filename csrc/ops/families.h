@@ -52,6 +52,98 @@ typedef enum {
   TP_A_SIGMOID_BACKWARD, TP_A_TANH_BACKWARD, TP_A_SILU_BACKWARD, TP_A_DROPOUT_BACKWARD,
 } tp_activation_t;
 
+/* The code of a family whose rows all lower one way (mm, copy, fill, layer norm, ...). */
+enum { TP_CODE_NONE = 0 };
+
+/* Forward or backward, for the families that hold both forms of an op (mse and nll losses,
+ * group norm). */
+typedef enum { TP_DIR_FORWARD, TP_DIR_BACKWARD } tp_direction_t;
+
+/* Softmax family (nn.c): softmax, or log_softmax; the same codes for their backwards. */
+typedef enum { TP_SM_SOFTMAX, TP_SM_LOG_SOFTMAX } tp_softmax_t;
+
+/* convolution_backward (conv.c): with the bias_sizes argument (ATen's convolution_backward, infer
+ * drops it) or without (the overrideable form's argument list). */
+typedef enum { TP_CONVB_NO_BIAS_SIZES, TP_CONVB_BIAS_SIZES } tp_conv_backward_t;
+
+/* Batched and vector products (linalg.c). */
+typedef enum { TP_BMM_BMM, TP_BMM_BADDBMM, TP_BMM_ADDBMM } tp_bmm_t;
+typedef enum { TP_MV_DOT, TP_MV_MV, TP_MV_ADDMV } tp_matvec_t;
+
+/* Sort family (sort.c). */
+typedef enum { TP_SORT_SORT, TP_SORT_STABLE, TP_SORT_TOPK, TP_SORT_KTHVALUE } tp_sort_t;
+
+/* Scatter-reduce family (index.c): scatter_reduce, index_reduce, and index_fill. */
+typedef enum { TP_XR_SCATTER_REDUCE, TP_XR_INDEX_REDUCE, TP_XR_INDEX_FILL } tp_index_reduce_t;
+
+/* Lookup family (index.c): take, isin, eye, put. */
+typedef enum { TP_LK_TAKE, TP_LK_ISIN, TP_LK_EYE, TP_LK_PUT } tp_lookup_t;
+
+/* linspace family (range.c): linspace, or logspace (base ** the linspace). */
+typedef enum { TP_LIN_LINSPACE, TP_LIN_LOGSPACE } tp_linspace_t;
+
+/* Reflection and replication padding (pad.c): the fields a code packs, and their combinations
+ * (the row's name gives the number of padded dims). */
+enum { TP_PADF_REPLICATION = 1, TP_PADF_BACKWARD = 2 };
+typedef enum {
+  TP_PAD_REFLECTION = 0,
+  TP_PAD_REPLICATION = TP_PADF_REPLICATION,
+  TP_PAD_REFLECTION_BACKWARD = TP_PADF_BACKWARD,
+  TP_PAD_REPLICATION_BACKWARD = TP_PADF_REPLICATION | TP_PADF_BACKWARD,
+} tp_pad_mode_t;
+
+/* Max pooling (pool.c): the fields a max_pool code packs (2-d unless 3D), and their combinations;
+ * a max_unpool code is its spatial rank. */
+enum { TP_MPF_BACKWARD = 1, TP_MPF_3D = 2, TP_MPF_ADAPTIVE = 4 };
+typedef enum {
+  TP_MP_2D = 0,
+  TP_MP_2D_BACKWARD = TP_MPF_BACKWARD,
+  TP_MP_3D = TP_MPF_3D,
+  TP_MP_3D_BACKWARD = TP_MPF_3D | TP_MPF_BACKWARD,
+  TP_MP_ADAPTIVE_2D = TP_MPF_ADAPTIVE,
+  TP_MP_ADAPTIVE_2D_BACKWARD = TP_MPF_ADAPTIVE | TP_MPF_BACKWARD,
+  TP_MP_ADAPTIVE_3D = TP_MPF_ADAPTIVE | TP_MPF_3D,
+  TP_MP_ADAPTIVE_3D_BACKWARD = TP_MPF_ADAPTIVE | TP_MPF_3D | TP_MPF_BACKWARD,
+} tp_max_pool_t;
+typedef enum { TP_UNPOOL_2D = 2, TP_UNPOOL_3D = 3 } tp_max_unpool_t;
+
+/* Average pooling (avgpool.c): the spatial rank (the RANK bits), adaptive, backward. */
+enum { TP_APF_RANK = 3, TP_APF_ADAPTIVE = 4, TP_APF_BACKWARD = 8 };
+typedef enum {
+  TP_AP_2D = 2,
+  TP_AP_3D = 3,
+  TP_AP_ADAPTIVE_2D = TP_APF_ADAPTIVE | 2,
+  TP_AP_ADAPTIVE_3D = TP_APF_ADAPTIVE | 3,
+  TP_AP_2D_BACKWARD = TP_APF_BACKWARD | 2,
+  TP_AP_3D_BACKWARD = TP_APF_BACKWARD | 3,
+  TP_AP_ADAPTIVE_2D_BACKWARD = TP_APF_BACKWARD | TP_APF_ADAPTIVE | 2,
+  TP_AP_ADAPTIVE_3D_BACKWARD = TP_APF_BACKWARD | TP_APF_ADAPTIVE | 3,
+} tp_avg_pool_t;
+
+/* Upsampling (upsample.c): the spatial rank (the RANK bits), the mode (nearest unless
+ * NEAREST_EXACT or LINEAR: linear, bilinear, trilinear by rank), backward. */
+enum { TP_UPF_RANK = 3, TP_UPF_NEAREST_EXACT = 4, TP_UPF_BACKWARD = 8, TP_UPF_LINEAR = 16 };
+typedef enum {
+  TP_UP_NEAREST_1D = 1,
+  TP_UP_NEAREST_2D = 2,
+  TP_UP_NEAREST_3D = 3,
+  TP_UP_NEAREST_EXACT_1D = TP_UPF_NEAREST_EXACT | 1,
+  TP_UP_NEAREST_EXACT_2D = TP_UPF_NEAREST_EXACT | 2,
+  TP_UP_NEAREST_EXACT_3D = TP_UPF_NEAREST_EXACT | 3,
+  TP_UP_LINEAR_1D = TP_UPF_LINEAR | 1,
+  TP_UP_BILINEAR_2D = TP_UPF_LINEAR | 2,
+  TP_UP_TRILINEAR_3D = TP_UPF_LINEAR | 3,
+  TP_UP_NEAREST_1D_BACKWARD = TP_UPF_BACKWARD | TP_UP_NEAREST_1D,
+  TP_UP_NEAREST_2D_BACKWARD = TP_UPF_BACKWARD | TP_UP_NEAREST_2D,
+  TP_UP_NEAREST_3D_BACKWARD = TP_UPF_BACKWARD | TP_UP_NEAREST_3D,
+  TP_UP_NEAREST_EXACT_1D_BACKWARD = TP_UPF_BACKWARD | TP_UP_NEAREST_EXACT_1D,
+  TP_UP_NEAREST_EXACT_2D_BACKWARD = TP_UPF_BACKWARD | TP_UP_NEAREST_EXACT_2D,
+  TP_UP_NEAREST_EXACT_3D_BACKWARD = TP_UPF_BACKWARD | TP_UP_NEAREST_EXACT_3D,
+  TP_UP_LINEAR_1D_BACKWARD = TP_UPF_BACKWARD | TP_UP_LINEAR_1D,
+  TP_UP_BILINEAR_2D_BACKWARD = TP_UPF_BACKWARD | TP_UP_BILINEAR_2D,
+  TP_UP_TRILINEAR_3D_BACKWARD = TP_UPF_BACKWARD | TP_UP_TRILINEAR_3D,
+} tp_upsample_t;
+
 /* Batch norm forms (nn.c, parse_batch_norm). */
 typedef enum { TP_BN_NATIVE, TP_BN_FUNCTIONAL, TP_BN_NO_TRAINING } tp_batch_norm_t;
 
@@ -158,11 +250,11 @@ TP_DECLARE_OP(tp_infer_mse, tp_emit_mse)
 TP_DECLARE_OP(tp_infer_nll, tp_emit_nll)
 TP_DECLARE_OP(tp_infer_batch_norm, tp_emit_batch_norm)
 TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
-TP_DECLARE_OP(tp_infer_group_norm, tp_emit_group_norm) /* code 0 forward, 1 backward */
+TP_DECLARE_OP(tp_infer_group_norm, tp_emit_group_norm)
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
-TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce) /* 0 scatter_reduce, 1 index_reduce, 2 index_fill */
-TP_DECLARE_OP(tp_infer_lookup, tp_emit_lookup) /* 0 take, 1 isin, 2 eye, 3 put */
+TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce)
+TP_DECLARE_OP(tp_infer_lookup, tp_emit_lookup)
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
@@ -172,18 +264,18 @@ TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)
 /* special.c */
 TP_DECLARE_OP(tp_infer_special, tp_emit_special)
-/* pad.c: code bit 0 replication (else reflection), bit 1 backward */
+/* pad.c */
 TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
 /* shape.c */
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
-/* sort.c: code 0 sort, 1 sort.stable, 2 topk, 3 kthvalue */
+/* sort.c */
 TP_DECLARE_OP(tp_infer_sort, tp_emit_sort)
-/* pool.c: max_pool code = bit 0 backward, bit 1 3d, bit 2 adaptive; max_unpool code = rank */
+/* pool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 TP_DECLARE_OP(tp_infer_max_unpool, tp_emit_max_unpool)
-/* avgpool.c: code = spatial rank + 4 adaptive + 8 backward */
+/* avgpool.c */
 TP_DECLARE_OP(tp_infer_avg_pool, tp_emit_avg_pool)
-/* upsample.c: code = spatial rank + 4 nearest-exact + 8 backward */
+/* upsample.c */
 TP_DECLARE_OP(tp_infer_upsample, tp_emit_upsample)
 /* misc.c */
 TP_DECLARE_OP(tp_infer_misc, tp_emit_misc)

@@ -671,8 +671,8 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
 
 /* ---- scatter_reduce.two, index_reduce and index_fill ----
  * scatter_reduce.two(self, dim, index, src, reduce, *, include_self) and
- * index_reduce(self, dim, index, source, reduce, *, include_self): |code| 0 and 1; index_fill is
- * code 2. Each source
+ * index_reduce(self, dim, index, source, reduce, *, include_self), and index_fill: a
+ * tp_index_reduce_t. Each source
  * element combines into the position its index names; without include_self, a position that
  * receives anything starts from the reduction's identity instead of self. mean divides by the
  * number of contributions (self counting as one), flooring for integer types, as CPU does. */
@@ -686,7 +686,7 @@ static int parse_index_reduction(const char *s) {
   return -1;
 }
 
-/* index_fill(self, dim, index, value): code 2 of the same row family. */
+/* index_fill(self, dim, index, value): TP_XR_INDEX_FILL of the same row family. */
 static tp_status_t *infer_index_fill(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                      tp_meta_t *out, int *n_out) {
   if (n_args < 4 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
@@ -733,8 +733,8 @@ static tp_hlo_value_t emit_index_fill(tp_hlo_builder_t *b, const tp_op_arg_t *ar
 
 tp_status_t *tp_infer_index_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                    tp_meta_t *out, int *n_out) {
-  if (op->code == 2) return infer_index_fill(op, args, n_args, out, n_out);
-  bool scatter = op->code == 0;
+  if (op->code == TP_XR_INDEX_FILL) return infer_index_fill(op, args, n_args, out, n_out);
+  bool scatter = op->code == TP_XR_SCATTER_REDUCE;
   if (n_args < 5 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
       args[2].kind != TP_ARG_TENSOR || args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_STR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, src, reduce)", op->name);
@@ -790,11 +790,11 @@ tp_status_t *tp_infer_index_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int
 void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                           int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                           tp_hlo_value_t *out) {
-  if (op->code == 2) {
+  if (op->code == TP_XR_INDEX_FILL) {
     out[0] = emit_index_fill(b, args, in, &out_meta[0]);
     return;
   }
-  bool scatter = op->code == 0;
+  bool scatter = op->code == TP_XR_SCATTER_REDUCE;
   const tp_meta_t *om = &out_meta[0];
   tp_meta_t self1 = args[0].meta; /* index_reduce of a 0-dim self works on shape [1] */
   const tp_meta_t *self = &self1;
@@ -872,7 +872,7 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
   out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
 }
 
-/* ---- take, isin, eye, put: code 0, 1, 2, 3 of tp_infer_lookup ----
+/* ---- take, isin, eye, put: the tp_lookup_t codes of tp_infer_lookup ----
  * take(self, index): self flattened, read at index (negative counts from the end).
  * isin(elements, test_elements, *, assume_unique, invert), any side may be a Scalar: every
  * element compared with every test element (memory elements x tests), == as CPU (NaN never in).
@@ -882,8 +882,8 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
 tp_status_t *tp_infer_lookup(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                              int *n_out) {
   *n_out = 1;
-  switch (op->code) {
-    case 0: {
+  switch ((tp_lookup_t)op->code) {
+    case TP_LK_TAKE: {
       if (n_args < 2 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR)
         return tp_make_status(TP_INVALID_ARGUMENT, "take: expected (self, index)");
       if (args[1].meta.dtype != TP_DTYPE_I64)
@@ -895,7 +895,7 @@ tp_status_t *tp_infer_lookup(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       out[0].dtype = args[0].meta.dtype;
       return NULL;
     }
-    case 3: {
+    case TP_LK_PUT: {
       if (n_args < 3 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
           args[2].kind != TP_ARG_TENSOR)
         return tp_make_status(TP_INVALID_ARGUMENT, "put: expected (self, index, source)");
@@ -915,7 +915,7 @@ tp_status_t *tp_infer_lookup(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       out[0] = args[0].meta;
       return NULL;
     }
-    case 1: {
+    case TP_LK_ISIN: {
       if (n_args < 2 || (args[0].kind != TP_ARG_TENSOR && args[1].kind != TP_ARG_TENSOR))
         return tp_make_status(TP_INVALID_ARGUMENT, "isin: expected a tensor");
       tp_dtype_t ct = tp_result_type(args, 2);
@@ -930,7 +930,7 @@ tp_status_t *tp_infer_lookup(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       out[0].dtype = TP_DTYPE_BOOL;
       return NULL;
     }
-    default: {
+    default: /* TP_LK_EYE */ {
       int64_t n = n_args > 0 && args[0].kind == TP_ARG_INT ? args[0].i : -1;
       bool has_m = strcmp(op->name, "eye.m") == 0 && n_args > 1 && args[1].kind == TP_ARG_INT;
       int64_t m = has_m ? args[1].i : n;
@@ -950,8 +950,8 @@ tp_status_t *tp_infer_lookup(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
 void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                     const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   const tp_meta_t *om = &out_meta[0];
-  switch (op->code) {
-    case 0: {
+  switch ((tp_lookup_t)op->code) {
+    case TP_LK_TAKE: {
       int64_t n = tp_meta_numel(&args[0].meta);
       if (tp_meta_numel(om) == 0) {
         out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
@@ -961,7 +961,7 @@ void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       out[0] = tp_hlo_gather_1d(b, flat(b, in[0]), iv);
       return;
     }
-    case 3: {
+    case TP_LK_PUT: {
       int64_t n = tp_meta_numel(&args[0].meta), k = tp_meta_numel(&args[1].meta);
       if (k == 0 || n == 0) {
         out[0] = in[0];
@@ -976,7 +976,7 @@ void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
       return;
     }
-    case 1: {
+    case TP_LK_ISIN: {
       tp_dtype_t ct = tp_result_type(args, 2);
       tp_hlo_value_t e = tp_hlo_convert(b, in[0], ct), t = flat(b, tp_hlo_convert(b, in[1], ct));
       int64_t ne = tp_hlo_numel(&e), nt = t.dims[0];
@@ -994,7 +994,7 @@ void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       out[0] = tp_hlo_reshape(b, hit, om->ndim, om->sizes);
       return;
     }
-    default: {
+    default: /* TP_LK_EYE */ {
       tp_hlo_value_t eq = tp_hlo_compare(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I64, 2, om->sizes, 0),
                                          tp_hlo_iota(b, TP_DTYPE_I64, 2, om->sizes, 1));
       out[0] = tp_hlo_convert(b, eq, om->dtype);

@@ -96,11 +96,11 @@ void tp_emit_addmm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
   out[0] = tp_hlo_convert(b, scale_add(b, args, n_args, in, p, 0, 3), out_meta->dtype);
 }
 
-/* bmm(self, mat2) and baddbmm(self, batch1, batch2, *, beta, alpha): code 1 marks baddbmm;
- * code 2 addbmm, which also sums the batch: beta * self + alpha * sum_i batch1[i] @ batch2[i]. */
+/* bmm(self, mat2) and baddbmm(self, batch1, batch2, *, beta, alpha): TP_BMM_BADDBMM;
+ * TP_BMM_ADDBMM addbmm, which also sums the batch: beta * self + alpha * sum_i batch1[i] @ batch2[i]. */
 tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                           int *n_out) {
-  int a = op->code ? 1 : 0;
+  int a = op->code != TP_BMM_BMM ? 1 : 0; /* self first: a scaled add */
   if (n_args < a + 2 || args[a].kind != TP_ARG_TENSOR || args[a + 1].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected tensors", op->name);
   const tp_meta_t *x = &args[a].meta, *y = &args[a + 1].meta;
@@ -115,16 +115,16 @@ tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
     return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type %s but found %s",
                           tp_dtype_name(x->dtype), tp_dtype_name(y->dtype));
   tp_meta_t m = {.dtype = x->dtype, .ndim = 3, .sizes = {x->sizes[0], x->sizes[1], y->sizes[2]}};
-  if (op->code == 2) { /* addbmm sums over the batch too */
+  if (op->code == TP_BMM_ADDBMM) { /* addbmm sums over the batch too */
     m.ndim = 2;
     m.sizes[0] = x->sizes[1];
     m.sizes[1] = y->sizes[2];
   }
-  if (op->code == 2 && (args[0].meta.ndim != 2 || args[0].meta.sizes[0] != m.sizes[0] ||
+  if (op->code == TP_BMM_ADDBMM && (args[0].meta.ndim != 2 || args[0].meta.sizes[0] != m.sizes[0] ||
                         args[0].meta.sizes[1] != m.sizes[1]))
     /* CPU's addbmm_ resizes a broadcast self in place; a row cannot tell that call apart. */
     return tp_make_status(TP_UNIMPLEMENTED, "addbmm with a broadcast self");
-  if (op->code) {
+  if (op->code != TP_BMM_BMM) {
     tp_meta_t shape;
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &m, &shape));
     for (int i = 3; i < n_args && i < 5; i++)
@@ -137,21 +137,22 @@ tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
 
 void tp_emit_bmm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  int a = op->code ? 1 : 0;
+  int a = op->code != TP_BMM_BMM ? 1 : 0; /* self first: a scaled add */
   const int64_t xb = 0, yb = 0, xc = 2, yc = 1, xcs[2] = {0, 2}, ycs[2] = {0, 1};
-  tp_hlo_value_t p = op->code == 2
+  tp_hlo_value_t p = op->code == TP_BMM_ADDBMM
                          ? tp_hlo_dot_general(b, in[a], in[a + 1], 0, NULL, NULL, 2, xcs, ycs,
                                               tp_math_dtype(in[a].dtype))
                          : tp_hlo_dot_general(b, in[a], in[a + 1], 1, &xb, &yb, 1, &xc, &yc,
                                               tp_math_dtype(in[a].dtype));
-  if (op->code) p = scale_add(b, args, n_args, in, p, 0, 3);
+  if (op->code != TP_BMM_BMM) p = scale_add(b, args, n_args, in, p, 0, 3);
   out[0] = tp_hlo_convert(b, p, out_meta->dtype);
 }
 
-/* dot(self, tensor) code 0; mv(self, vec) code 1; addmv(self, mat, vec, *, beta, alpha) code 2. */
+/* dot(self, tensor) TP_MV_DOT; mv(self, vec) TP_MV_MV; addmv(self, mat, vec, *, beta, alpha)
+ * TP_MV_ADDMV. */
 tp_status_t *tp_infer_matvec(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                              int *n_out) {
-  int a = op->code == 2 ? 1 : 0;
+  int a = op->code == TP_MV_ADDMV ? 1 : 0;
   if (n_args < a + 2 || args[a].kind != TP_ARG_TENSOR || args[a + 1].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected tensors", op->name);
   const tp_meta_t *x = &args[a].meta, *y = &args[a + 1].meta;
@@ -159,12 +160,12 @@ tp_status_t *tp_infer_matvec(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "%s: expected both vectors to have same dtype, but found %s and %s",
                           op->name, tp_dtype_name(x->dtype), tp_dtype_name(y->dtype));
-  int want = op->code == 0 ? 1 : 2;
+  int want = op->code == TP_MV_DOT ? 1 : 2;
   if (x->ndim != want || y->ndim != 1 || x->sizes[want - 1] != y->sizes[0])
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: size mismatch (%d-D x %d-D)", op->name,
                           x->ndim, y->ndim);
-  tp_meta_t m = {.dtype = x->dtype, .ndim = op->code == 0 ? 0 : 1, .sizes = {x->sizes[0]}};
-  if (op->code == 2)
+  tp_meta_t m = {.dtype = x->dtype, .ndim = op->code == TP_MV_DOT ? 0 : 1, .sizes = {x->sizes[0]}};
+  if (op->code == TP_MV_ADDMV)
     for (int i = 3; i < n_args && i < 5; i++)
       if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = x->dtype;
   out[0] = m;
@@ -175,11 +176,11 @@ tp_status_t *tp_infer_matvec(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
 void tp_emit_matvec(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                     tp_hlo_value_t *out) {
-  int a = op->code == 2 ? 1 : 0;
-  const int64_t xc = op->code == 0 ? 0 : 1, yc = 0;
+  int a = op->code == TP_MV_ADDMV ? 1 : 0;
+  const int64_t xc = op->code == TP_MV_DOT ? 0 : 1, yc = 0;
   tp_hlo_value_t p = tp_hlo_dot_general(b, in[a], in[a + 1], 0, NULL, NULL, 1, &xc, &yc,
                                         tp_math_dtype(in[a].dtype));
-  if (op->code == 2) p = scale_add(b, args, n_args, in, p, 0, 3);
+  if (op->code == TP_MV_ADDMV) p = scale_add(b, args, n_args, in, p, 0, 3);
   out[0] = tp_hlo_convert(b, p, out_meta->dtype);
 }
 

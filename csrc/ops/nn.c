@@ -65,9 +65,9 @@ void tp_emit_softmax(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
   tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP, z);
   /* Over the last dim, softmax scales by the sum's reciprocal, as PyTorch's CPU kernel does
    * there (and divides over other dims, as it does there too): bit-closer to CPU, and cheaper. */
-  bool recip = !op->code && dim == x.ndim - 1;
+  bool recip = op->code == TP_SM_SOFTMAX && dim == x.ndim - 1;
   tp_hlo_value_t s = sum_keep(b, e, dim, recip);
-  tp_hlo_value_t r = op->code ? tp_hlo_binary(b, TP_HLO_SUB, z, tp_hlo_unary(b, TP_HLO_LOG, s))
+  tp_hlo_value_t r = op->code == TP_SM_LOG_SOFTMAX ? tp_hlo_binary(b, TP_HLO_SUB, z, tp_hlo_unary(b, TP_HLO_LOG, s))
                               : tp_hlo_binary(b, recip ? TP_HLO_MUL : TP_HLO_DIV, e, s);
   out[0] = tp_hlo_convert(b, r, out_meta->dtype);
 }
@@ -92,7 +92,7 @@ void tp_emit_softmax_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const 
   tp_dtype_t md = tp_math_dtype(out_meta->dtype);
   tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), y = tp_hlo_convert(b, in[1], md);
   tp_hlo_value_t r;
-  if (op->code) /* log_softmax: g - exp(y) * sum(g) */
+  if (op->code == TP_SM_LOG_SOFTMAX) /* log_softmax: g - exp(y) * sum(g) */
     r = tp_hlo_binary(b, TP_HLO_SUB, g,
                       tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_EXP, y), sum_keep(b, g, dim, false)));
   else /* softmax: y * (g - sum(g * y)) */
@@ -505,21 +505,21 @@ static tp_hlo_value_t reduce_loss(tp_hlo_builder_t *b, tp_hlo_value_t l, int64_t
 /* mse_loss(self, target, reduction) and mse_loss_backward(grad, self, target, reduction). */
 tp_status_t *tp_infer_mse(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                           int *n_out) {
-  int t0 = op->code ? 1 : 0; /* backward: grad first */
+  int t0 = op->code == TP_DIR_BACKWARD ? 1 : 0; /* backward: grad first */
   if (n_args < t0 + 3 || args[t0].kind != TP_ARG_TENSOR || args[t0 + 1].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   tp_meta_t shape;
   TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[t0].meta, &args[t0 + 1].meta, &shape));
   shape.dtype = tp_result_type(&args[t0], 2);
   out[0] = shape;
-  if (!op->code && args[2].i != 0) out[0].ndim = 0;
+  if (op->code == TP_DIR_FORWARD && args[2].i != 0) out[0].ndim = 0;
   *n_out = 1;
   return NULL;
 }
 
 void tp_emit_mse(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  int t0 = op->code ? 1 : 0;
+  int t0 = op->code == TP_DIR_BACKWARD ? 1 : 0;
   tp_meta_t shape = args[t0].meta;
   tp_broadcast_shapes(&args[t0].meta, &args[t0 + 1].meta, &shape);
   tp_dtype_t md = tp_math_dtype(out_meta->dtype);
@@ -527,7 +527,7 @@ void tp_emit_mse(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   tp_hlo_value_t y = tp_emit_cast_shape(b, in[t0 + 1], md, &shape);
   tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, y);
   int64_t reduction = args[t0 + 2].i;
-  if (!op->code) {
+  if (op->code == TP_DIR_FORWARD) {
     out[0] = tp_hlo_convert(b, reduce_loss(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), reduction), out_meta->dtype);
     return;
   }
@@ -542,7 +542,7 @@ void tp_emit_mse(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
  * The class is picked with a one-hot mask over the class dim (dim 1, or 0 for 1-D input). */
 tp_status_t *tp_infer_nll(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                           int *n_out) {
-  int s = op->code ? 1 : 0;
+  int s = op->code == TP_DIR_BACKWARD ? 1 : 0;
   if (n_args < s + 5 || args[s].kind != TP_ARG_TENSOR || args[s + 1].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   const tp_meta_t *x = &args[s].meta;
@@ -551,7 +551,7 @@ tp_status_t *tp_infer_nll(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
   if (!tp_dtype_is_int(args[s + 1].meta.dtype))
     return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type Long but found %s",
                           tp_dtype_name(args[s + 1].meta.dtype));
-  if (op->code) {
+  if (op->code == TP_DIR_BACKWARD) {
     out[0] = *x;
     *n_out = 1;
     return NULL;
@@ -567,7 +567,7 @@ tp_status_t *tp_infer_nll(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
 
 void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  int s = op->code ? 1 : 0;
+  int s = op->code == TP_DIR_BACKWARD ? 1 : 0;
   tp_dtype_t md = tp_math_dtype(args[s].meta.dtype);
   tp_hlo_value_t x = tp_hlo_convert(b, in[s], md);
   int cdim = x.ndim == 2 ? 1 : 0;
@@ -594,7 +594,7 @@ void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *
   int64_t reduction = args[s + 3].i;
   int64_t all[1] = {0};
   tp_hlo_value_t total = w.ndim ? tp_hlo_reduce(b, w, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : w;
-  if (!op->code) {
+  if (op->code == TP_DIR_FORWARD) {
     tp_hlo_value_t picked = tp_hlo_reduce(b, tp_hlo_select(b, onehot, x, zero), tp_hlo_constant(b, md, 0),
                                           TP_HLO_ADD, 1, &cd);
     tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_binary(b, TP_HLO_MUL, picked, w));
@@ -842,12 +842,12 @@ void tp_emit_batch_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, con
 }
 
 /* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean, rstd) and
- * (code 1) native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group,
+ * (TP_DIR_BACKWARD) native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group,
  * output_mask) -> (grad_input, grad_weight, grad_bias). Statistics are [N, group], in the
  * input's dtype (the weight's when it differs, as CPU's mixed-type kernel keeps them). */
 tp_status_t *tp_infer_group_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                  tp_meta_t *out, int *n_out) {
-  bool bwd = op->code == 1;
+  bool bwd = op->code == TP_DIR_BACKWARD;
   int x_at = bwd ? 1 : 0, w_at = bwd ? 4 : 1, n_at = bwd ? 5 : 3;
   if (n_args < n_at + 4 || args[x_at].kind != TP_ARG_TENSOR || (bwd && args[0].kind != TP_ARG_TENSOR))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
@@ -882,7 +882,7 @@ tp_status_t *tp_infer_group_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n
 void tp_emit_group_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                         int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                         tp_hlo_value_t *out) {
-  bool bwd = op->code == 1;
+  bool bwd = op->code == TP_DIR_BACKWARD;
   int x_at = bwd ? 1 : 0, w_at = bwd ? 4 : 1, n_at = bwd ? 5 : 3;
   int64_t n = args[n_at].i, c = args[n_at + 1].i, hw = args[n_at + 2].i, g = args[n_at + 3].i;
   int64_t d = c / g * hw, ngd[3] = {n, g, d}, nchw[3] = {n, c, hw}, ng1[3] = {n, g, 1};

@@ -11,8 +11,8 @@
   {name, inplace, out, tp_infer_ternary, tp_emit_ternary, code, flags},
 #define TP_OP_REDUCE(name, inplace, out, code, flags) \
   {name, inplace, out, tp_infer_reduce, tp_emit_reduce, code, flags},
-#define TP_OP(name, inplace, out, infer, emit, code, flags) \
-  {name, inplace, out, infer, emit, code, flags},
+#define TP_OP(name, inplace, out, family, code, flags) \
+  {name, inplace, out, tp_infer_##family, tp_emit_##family, code, flags},
 
 const tp_op_def_t tp_op_table[] = {
 #include "ops/op_table.def"

@@ -1,7 +1,8 @@
 /* Reflection and replication padding (1d/2d/3d) and their backwards. Each output position reads
  * one input position: the last k dims map through a reflection or a clamp, so the forward is a
  * gather of the flattened input and the backward a scatter-add of the gradient into zeros.
- * |code|: bit 0 set = replication (else reflection), bit 1 = backward; the row's name gives k.
+ * |code|: a tp_pad_mode_t (families.h): replication or reflection, forward or backward; the
+ * row's name gives k.
  * Depends on ops/ helpers and hlo/ only. */
 #include <string.h>
 
@@ -14,7 +15,7 @@ static int pad_dims(const tp_op_def_t *op) {
 
 tp_status_t *tp_infer_pad_mode(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                tp_meta_t *out, int *n_out) {
-  bool backward = op->code & 2, repl = op->code & 1;
+  bool backward = op->code & TP_PADF_BACKWARD, repl = op->code & TP_PADF_REPLICATION;
   int k = pad_dims(op), xi = backward ? 1 : 0, pi = backward ? 2 : 1;
   if (n_args <= pi || args[xi].kind != TP_ARG_TENSOR || args[pi].kind != TP_ARG_INTS ||
       args[pi].n != 2 * k || (backward && args[0].kind != TP_ARG_TENSOR))
@@ -50,7 +51,7 @@ tp_status_t *tp_infer_pad_mode(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
 void tp_emit_pad_mode(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                       int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                       tp_hlo_value_t *out) {
-  bool backward = op->code & 2, repl = op->code & 1;
+  bool backward = op->code & TP_PADF_BACKWARD, repl = op->code & TP_PADF_REPLICATION;
   int k = pad_dims(op), xi = backward ? 1 : 0, pi = backward ? 2 : 1;
   const tp_meta_t *x = &args[xi].meta;
   int nd = x->ndim;

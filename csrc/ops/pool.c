@@ -27,9 +27,9 @@ static void tuple(const tp_op_arg_t *a, int k, int64_t dflt_a, const int64_t *df
 /* (kernel, stride, padding, dilation, ceil_mode) from args[at]. */
 static tp_status_t *parse_pool(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, pool_t *p) {
   memset(p, 0, sizeof(*p));
-  p->backward = op->code & 1;
-  p->k = op->code & 2 ? 3 : 2;
-  p->adaptive = op->code & 4;
+  p->backward = op->code & TP_MPF_BACKWARD;
+  p->k = op->code & TP_MPF_3D ? 3 : 2;
+  p->adaptive = op->code & TP_MPF_ADAPTIVE;
   if (p->adaptive) return NULL;
   int at = p->backward ? 2 : 1;
   if (n_args < at + 5) return tp_make_status(TP_INVALID_ARGUMENT, "%s: missing arguments", op->name);
@@ -304,11 +304,11 @@ void tp_emit_max_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
 
 /* max_unpool2d(self, indices, output_size), max_unpool3d(self, indices, output_size, stride,
  * padding): zeros of the output size with self's values written at indices, the last write to a
- * position winning as in CPU's sequential loop. |code| is the spatial rank. */
+ * position winning as in CPU's sequential loop. |code| is the spatial rank (tp_max_unpool_t). */
 tp_status_t *tp_infer_max_unpool(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                                  int *n_out) {
   int k = op->code;
-  if (n_args < (k == 3 ? 5 : 3) || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+  if (n_args < (k == TP_UNPOOL_3D ? 5 : 3) || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
       args[2].kind != TP_ARG_INTS)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   const tp_meta_t *x = &args[0].meta, *idx = &args[1].meta;

@@ -1,4 +1,4 @@
-/* linspace and logspace (code 1: base ** the linspace, the power taken in double as CPU's
+/* linspace and logspace (TP_LIN_LOGSPACE: base ** the linspace, the power taken in double as CPU's
  * std::pow(double, scalar_t) does). linspace: CPU's formula, in the output type (double for integer outputs, truncated at the
  * end): step = (end - start) / (steps - 1); start + step * i for the first half, end - step *
  * (steps - 1 - i) for the rest, so both ends are exact. start and end are program inputs; only
@@ -22,8 +22,8 @@ tp_status_t *tp_infer_linspace(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
    * value, rounding differently from the per-element formula, at chunk bounds this library
    * cannot know; logspace's 16-bit exponents also differ there. Those fall back. (An out=
    * tensor's type is not seen here.) */
-  int di = op->code ? 4 : 3; /* logspace has base before dtype */
-  if (op->code && (n_args < 4 || args[3].kind != TP_ARG_FLOAT))
+  int di = op->code == TP_LIN_LOGSPACE ? 4 : 3; /* logspace has base before dtype */
+  if (op->code == TP_LIN_LOGSPACE && (n_args < 4 || args[3].kind != TP_ARG_FLOAT))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected base", op->name);
   tp_dtype_t want = n_args > di && args[di].kind == TP_ARG_INT ? (tp_dtype_t)args[di].i : TP_DTYPE_F32;
   if ((want == TP_DTYPE_BF16 || want == TP_DTYPE_F16) && args[2].i > 16)
@@ -55,8 +55,8 @@ void tp_emit_linspace(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t s = tp_hlo_convert(b, tp_hlo_convert(b, in[0], dt), st);
   tp_hlo_value_t e = tp_hlo_convert(b, tp_hlo_convert(b, in[1], dt), st);
   if (n == 1) { /* logspace: pow(base, start as double), start not rounded to the type */
-    tp_hlo_value_t v = op->code ? tp_hlo_convert(b, in[0], TP_DTYPE_F64) : s;
-    if (op->code) v = tp_hlo_binary(b, TP_HLO_POW, tp_k(b, args[3].f, v), v);
+    tp_hlo_value_t v = op->code == TP_LIN_LOGSPACE ? tp_hlo_convert(b, in[0], TP_DTYPE_F64) : s;
+    if (op->code == TP_LIN_LOGSPACE) v = tp_hlo_binary(b, TP_HLO_POW, tp_k(b, args[3].f, v), v);
     out[0] = tp_hlo_convert(b, tp_hlo_broadcast_to(b, v, 1, &n), dt);
     return;
   }
@@ -71,7 +71,7 @@ void tp_emit_linspace(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t hi = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_broadcast_to(b, e, 1, &n),
                                     tp_hlo_binary(b, TP_HLO_MUL, stepv, tp_hlo_convert(b, back, st)));
   tp_hlo_value_t v = tp_hlo_select(b, first, lo, hi);
-  if (op->code) {
+  if (op->code == TP_LIN_LOGSPACE) {
     v = tp_hlo_convert(b, v, TP_DTYPE_F64);
     v = tp_hlo_binary(b, TP_HLO_POW, tp_k(b, args[3].f, v), v);
   }

@@ -8,7 +8,6 @@
 
 #include "ops/families.h"
 
-typedef enum { TP_SORT_SORT, TP_SORT_STABLE, TP_SORT_TOPK, TP_SORT_KTHVALUE } tp_sort_t;
 
 typedef struct {
   int dim;

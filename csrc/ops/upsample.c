@@ -4,7 +4,7 @@
  * and the backward one scatter-add per dim. Depends on ops/ helpers and hlo/ only.
  * Linear modes (upsample_linear1d, bilinear2d, trilinear3d) gather the two neighbours per dim
  * and weight them, or scatter the weighted gradient back.
- * |code|: the spatial rank k (1..3), plus 4 for nearest-exact, 8 for backward, 16 for linear. */
+ * |code|: a tp_upsample_t (families.h): the spatial rank k (1..3), the mode, backward. */
 #include <string.h>
 
 #include "ops/families.h"
@@ -19,10 +19,10 @@ typedef struct {
 
 static tp_status_t *parse_up(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, up_t *p) {
   memset(p, 0, sizeof(*p));
-  p->k = op->code & 3;
-  p->exact = op->code & 4;
-  p->backward = op->code & 8;
-  p->linear = op->code & 16;
+  p->k = op->code & TP_UPF_RANK;
+  p->exact = op->code & TP_UPF_NEAREST_EXACT;
+  p->backward = op->code & TP_UPF_BACKWARD;
+  p->linear = op->code & TP_UPF_LINEAR;
   int k = p->k, sc = (p->backward ? 3 : 2) + (p->linear ? 1 : 0);
   if (n_args < sc + k || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INTS ||
       (p->backward && args[2].kind != TP_ARG_INTS))
