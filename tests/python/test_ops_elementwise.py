@@ -457,8 +457,7 @@ def test_out_on_cpu_raises():
         torch.add(torch.ones(3, device=DEVICE), 1, out=torch.empty(3))
 
 
-# ---------------------------------------------------------------- no fallback
-
+# ---------------------------------------------------------------- more binary ops, rounding, bits
 
 BINARY_SPECIAL = {
     "logaddexp": torch.logaddexp,
