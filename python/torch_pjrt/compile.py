@@ -163,6 +163,8 @@ class _Partition:
             outs = self._foreach(node.target, args, kwargs)
         elif node.target is torch.ops.aten.cat.default and len(args[0]) > _CAT_CHUNK:
             outs = self._long_cat(*args, **kwargs)
+        elif node.target is torch.ops.aten.lift_fresh_copy.default:  # a tensor constant's copy
+            outs = self.graph.node(torch.ops.aten.clone.default, *args)
         elif node.target is torch.ops.aten.as_strided.default and _same_layout(node):
             outs = self.graph.node(torch.ops.aten.alias.default, args[0])
         else:
@@ -552,7 +554,11 @@ def _decompositions():
     from torch._decomp import core_aten_decompositions
     from torch_pjrt import _C
     native = {"aten::" + n for n in _C.native_ops()} | {"aten::" + n for n in _C.graph_ops()}
+    from torch._decomp import decomposition_table
+    aten = torch.ops.aten
     table = core_aten_decompositions()
+    # A core ATen op with no graph lowering that is views and a copy underneath.
+    table[aten.repeat.default] = decomposition_table[aten.repeat.default]
     return {op: fn for op, fn in table.items()
             if op.name() not in native and op.name().split(".")[0] + ".default" not in native}
 

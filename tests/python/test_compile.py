@@ -116,6 +116,17 @@ def test_compiled_as_strided_that_restates_the_layout_is_in_the_program():
     assert tc.stats()["splits"] == {"aten.as_strided.default": 1}, tc.stats()
 
 
+def test_compiled_repeat_and_tensor_constants_are_in_the_program():
+    # repeat (Transformers' attention helpers) and a tensor constant (lift_fresh_copy) split
+    # every compiled graph that used them.
+    x = torch.randn(2, 3, 4)
+    f = lambda t: t.repeat(2, 1, 3) * torch.tensor([1.0, 2.0, 3.0, 4.0] * 3, device=t.device)  # noqa: E731
+    tc.reset_stats()
+    assert_same(torch.compile(f, backend="tpu")(x.to("tpu")), f(x))
+    s = tc.stats()
+    assert s["splits"] == {} and s["partitions"] == 1, s
+
+
 def test_compiled_function_with_inplace_update_of_input():
     def f(a, b):
         a.add_(b)
