@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/common.h"
+#include "ops/emit.h"
 
 int tp_norm_dim(int64_t d, int nd) {
   int64_t lim = nd ? nd : 1; /* a 0-dim tensor accepts dim 0 and -1 */
@@ -134,4 +135,17 @@ tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtyp
   tp_meta_t m = *shape;
   m.dtype = dtype;
   return tp_emit_cast_to(b, v, &m);
+}
+
+/* Sign bit of a float: the bits read as a signed integer are negative. */
+tp_hlo_value_t tp_emit_signbit(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  if (!tp_dtype_is_float(x.dtype)) {
+    if (tp_dtype_is_unsigned(x.dtype))
+      return tp_hlo_convert(b, tp_k(b, 0, x), TP_DTYPE_BOOL);
+    return tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 0, x));
+  }
+  tp_dtype_t it = x.dtype == TP_DTYPE_F64 ? TP_DTYPE_I64 : x.dtype == TP_DTYPE_F32 ? TP_DTYPE_I32
+                                                                                 : TP_DTYPE_I16;
+  tp_hlo_value_t bits = tp_hlo_bitcast(b, x, it, x.ndim, x.dims);
+  return tp_hlo_compare(b, TP_CMP_LT, bits, tp_k(b, 0, bits));
 }

@@ -22,5 +22,8 @@ tp_dtype_t tp_math_dtype(tp_dtype_t t);
 /* |v| converted to |dtype| and broadcast to |shape|'s sizes. */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);
+/* The sign bit of |x| as bool, of the same shape: set for negative values, -0.0 and negative
+ * NaNs; never for unsigned types. */
+tp_hlo_value_t tp_emit_signbit(tp_hlo_builder_t *b, tp_hlo_value_t x);
 
 #endif  /* TP_OPS_COMMON_H_ */

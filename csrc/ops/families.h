@@ -327,7 +327,15 @@ tp_hlo_value_t tp_emit_unravel(tp_hlo_builder_t *b, tp_hlo_value_t pos, const in
  * device-side asserts. What the op computed from such an index is unspecified. */
 tp_hlo_value_t tp_emit_checked_index(tp_hlo_builder_t *b, tp_hlo_value_t index, int64_t n,
                                      bool negative_ok);
-/* PyTorch's polygamma(n, x) of a float |x| (elementwise.c). */
+/* Special functions the unary, binary and pointwise families emit (special.c), of a float |x| in
+ * its math dtype, as PyTorch's CPU kernels compute them: exp(-|x|) I0(|x|), exp(x^2) erfc(x),
+ * log of the normal CDF, digamma (-+inf at +-0), Hurwitz zeta(x, q) (|int_x| > 0: x is that
+ * known integer, summed exactly) and polygamma(n, x). */
+tp_hlo_value_t tp_emit_i0e(tp_hlo_builder_t *b, tp_hlo_value_t x);
+tp_hlo_value_t tp_emit_erfcx(tp_hlo_builder_t *b, tp_hlo_value_t x);
+tp_hlo_value_t tp_emit_log_ndtr(tp_hlo_builder_t *b, tp_hlo_value_t x);
+tp_hlo_value_t tp_emit_digamma(tp_hlo_builder_t *b, tp_hlo_value_t x);
+tp_hlo_value_t tp_emit_zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t q, int64_t int_x);
 tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x);
 #endif
 

@@ -1,4 +1,6 @@
-/* torch.special functions with no chlo counterpart: the Bessel functions J0, J1, Y0, Y1, the
+/* The special functions, in one place: those of the unary, binary and pointwise families (i0e,
+ * erfcx, log_ndtr, digamma, zeta, polygamma; declared in families.h), and the special family's
+ * torch.special functions with no chlo counterpart: the Bessel functions J0, J1, Y0, Y1, the
  * modified ones I0, I1, K0, K1 (and K0, K1 scaled by e^x), spherical j0 and Airy Ai, the
  * classical orthogonal polynomials P_n(x): Chebyshev T, U, V, W and their shifted forms, Hermite
  * H and He, Laguerre L, Legendre P, and the regularized incomplete gamma functions igamma and
@@ -948,6 +950,148 @@ static tp_hlo_value_t incomplete_gamma(tp_hlo_builder_t *b, tp_hlo_value_t a, tp
 
 static bool is_binary(tp_special_t code) { return code >= TP_SP_BINARY; }
 static bool is_igamma(tp_special_t code) { return code == TP_SP_IGAMMA || code == TP_SP_IGAMMAC; }
+
+/* ---- Special functions of the unary and binary families (families.h): i0e, erfcx, log_ndtr,
+ * digamma, Hurwitz zeta and polygamma ---- */
+
+/* exp(-|x|) * I0(|x|): the power series sum (x^2/4)^k / k!^2 below 12, the asymptotic
+ * expansion sum c_k / |x|^k / sqrt(2 pi |x|), c_k = ((2k-1)!!)^2 / (k! 8^k), above; both
+ * are within 1e-9 of the true value there. */
+tp_hlo_value_t tp_emit_i0e(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, x);
+  tp_hlo_value_t small = tp_hlo_compare(b, TP_CMP_LE, a, tp_k(b, 12, a));
+  tp_hlo_value_t as = tp_hlo_select(b, small, a, tp_k(b, 12, a)); /* keeps each branch finite */
+  tp_hlo_value_t al = tp_hlo_select(b, small, tp_k(b, 12, a), a);
+  tp_hlo_value_t q = tp_mul(b, tp_mul(b, as, as), tp_k(b, 0.25, a));
+  /* Both sums in Horner form, 1 + t_1 (1 + t_2 (1 + ...)) with t_k the ratio of consecutive
+   * terms: a plain running product of constants could be reassociated into an overflow. */
+  tp_hlo_value_t sum = tp_k(b, 1, a);
+  for (int k = 36; k >= 1; k--)
+    sum = tp_add(b, tp_k(b, 1, a), tp_mul(b, sum, tp_mul(b, q, tp_k(b, 1.0 / ((double)k * k), a))));
+  tp_hlo_value_t series = tp_mul(b, sum, tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_unary(b, TP_HLO_NEG, as)));
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, a), al);
+  tp_hlo_value_t asum = tp_k(b, 1, a);
+  for (int k = 12; k >= 1; k--)
+    asum = tp_add(b, tp_k(b, 1, a),
+               tp_mul(b, asum, tp_mul(b, r, tp_k(b, (2.0 * k - 1) * (2.0 * k - 1) / (8.0 * k), a))));
+  tp_hlo_value_t asym = tp_mul(b, asum, tp_hlo_unary(b, TP_HLO_RSQRT,
+                                                 tp_mul(b, al, tp_k(b, 6.283185307179586, a))));
+  return tp_hlo_select(b, small, series, asym);
+}
+
+/* exp(x^2) * erfc(x): directly below 5, by the asymptotic series
+ * 1/(x sqrt(pi)) * sum (-1)^k (2k-1)!! / (2x^2)^k above (erfc would underflow there). */
+tp_hlo_value_t tp_emit_erfcx(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t big = tp_hlo_compare(b, TP_CMP_GT, x, tp_k(b, 5, x));
+  tp_hlo_value_t xs = tp_hlo_select(b, big, tp_k(b, 5, x), x);
+  tp_hlo_value_t xl = tp_hlo_select(b, big, x, tp_k(b, 5, x));
+  tp_hlo_value_t direct = tp_mul(b, tp_hlo_unary(b, TP_HLO_EXP, tp_mul(b, xs, xs)),
+                              tp_hlo_unary(b, TP_HLO_ERFC, xs));
+  tp_hlo_value_t r = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 0.5, x), tp_mul(b, xl, xl));
+  tp_hlo_value_t sum = tp_k(b, 1, x);
+  for (int k = 12; k >= 1; k--)
+    sum = tp_add(b, tp_k(b, 1, x), tp_mul(b, sum, tp_mul(b, r, tp_k(b, -(2.0 * k - 1), x))));
+  tp_hlo_value_t asym = tp_hlo_binary(b, TP_HLO_DIV, sum, tp_mul(b, xl, tp_k(b, 1.7724538509055160, x)));
+  /* erfcx(inf) = 0; the series gives it, but keep NaN and inf exact. */
+  return tp_hlo_select(b, big, asym, direct);
+}
+
+/* log of the standard normal CDF: log1p(-erfc(x/sqrt2)/2), or for x < -1, where that loses
+ * everything, log(erfcx(-x/sqrt2)/2) - x^2/2. */
+tp_hlo_value_t tp_emit_log_ndtr(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t t = tp_mul(b, x, tp_k(b, 0.70710678118654752, x));
+  tp_hlo_value_t low = tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, -1, x));
+  tp_hlo_value_t tl = tp_hlo_select(b, low, t, tp_k(b, -1, x));
+  tp_hlo_value_t th = tp_hlo_select(b, low, tp_k(b, 0, x), t);
+  tp_hlo_value_t lo = tp_hlo_binary(
+      b, TP_HLO_SUB,
+      tp_hlo_unary(b, TP_HLO_LOG, tp_mul(b, tp_emit_erfcx(b, tp_hlo_unary(b, TP_HLO_NEG, tl)), tp_k(b, 0.5, x))),
+      tp_mul(b, tl, tl));
+  tp_hlo_value_t hi = tp_hlo_unary(
+      b, TP_HLO_LOG1P, tp_mul(b, tp_hlo_unary(b, TP_HLO_ERFC, th), tp_k(b, -0.5, x)));
+  return tp_hlo_select(b, low, lo, hi);
+}
+
+/* PyTorch defines digamma(+-0) = -+inf. */
+tp_hlo_value_t tp_emit_digamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t inf = tp_hlo_select(b, tp_emit_signbit(b, x), tp_k(b, __builtin_inf(), x),
+                                     tp_k(b, -__builtin_inf(), x));
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, tp_k(b, 0, x)), inf,
+                       tp_hlo_unary(b, TP_HLO_DIGAMMA, x));
+}
+
+/* Hurwitz zeta(x, q) with the CPU kernel's special cases ahead of chlo's series: x == 1 gives
+ * inf, x < 1 NaN; q a non-positive integer inf, other q <= 0 NaN unless x is an integer. */
+tp_hlo_value_t tp_emit_zeta(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t q, int64_t int_x) {
+  tp_hlo_value_t inf = tp_k(b, __builtin_inf(), x), nan = tp_k(b, __builtin_nan(""), x);
+  /* As the CPU kernel does, the terms up to q + K > 9 are summed directly, in order (so a
+   * negative q's terms cancel as there), then chlo's series takes the tail:
+   * zeta(x, q) = sum_{k<K} (q + k)^-x + zeta(x, q + K). q below -16 loses accuracy. */
+  tp_hlo_value_t kq = tp_hlo_unary(b, TP_HLO_CEIL, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 9, q), q));
+  kq = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, kq, tp_k(b, 0, q)), tp_k(b, 26, q));
+  tp_hlo_value_t head = tp_k(b, 0, q), nx = tp_hlo_unary(b, TP_HLO_NEG, x);
+  for (int k = 0; k < 26; k++) {
+    tp_hlo_value_t base = tp_add(b, q, tp_k(b, k, q)), t;
+    if (int_x > 0) { /* a known integer x (polygamma): exact products, so +-terms cancel */
+      tp_hlo_value_t p = base;
+      for (int64_t i = 1; i < int_x; i++) p = tp_mul(b, p, base);
+      t = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, q), p);
+    } else {
+      t = tp_hlo_binary(b, TP_HLO_POW, base, nx);
+    }
+    head = tp_add(b, head, tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, tp_k(b, k, q), kq), t,
+                                      tp_k(b, 0, q)));
+  }
+  tp_hlo_value_t tail = tp_hlo_binary(b, TP_HLO_ZETA, x, tp_add(b, q, kq));
+  tp_hlo_value_t r = tp_add(b, tail, head);
+  /* chlo's series is NaN for a huge x. CPU's direct sum stops once a term is negligible: at
+   * the sum of the first terms when that is not 0 (+inf where |q + k| < 1 overflowed), and
+   * only a sum of 0 goes on into its own series, NaN for that x too. */
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, tp_is_nan(b, tail),
+                                     tp_hlo_compare(b, TP_CMP_NE, head, tp_k(b, 0, q))),
+                    head, r);
+  /* NaN goes into the series; the special cases come before it on CPU, so a NaN x with q a
+   * non-positive integer (or -inf) is inf, a NaN q with x <= 1 is NaN or inf. */
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_OR, tp_is_nan(b, x), tp_is_nan(b, q)), tp_add(b, x, q), r);
+  tp_hlo_value_t qneg = tp_hlo_compare(b, TP_CMP_LE, q, tp_k(b, 0, q));
+  tp_hlo_value_t xint = tp_hlo_compare(b, TP_CMP_EQ, x, tp_hlo_unary(b, TP_HLO_FLOOR, x));
+  tp_hlo_value_t qint = tp_hlo_compare(b, TP_CMP_EQ, q, tp_hlo_unary(b, TP_HLO_FLOOR, q));
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, tp_hlo_unary(b, TP_HLO_NOT, xint)), nan, r);
+  r = tp_hlo_select(b, tp_hlo_binary(b, TP_HLO_AND, qneg, qint), inf, r);
+  r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 1, x)), nan, r);
+  return tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_EQ, x, tp_k(b, 1, x)), inf, r);
+}
+
+/* trigamma by reflection below 1/2, six recurrence steps and the asymptotic series, as the
+ * CPU kernel computes it (so poles give the same large finite values). */
+static tp_hlo_value_t trigamma(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  tp_hlo_value_t one = tp_k(b, 1, x);
+  tp_hlo_value_t refl = tp_hlo_compare(b, TP_CMP_LT, x, tp_k(b, 0.5, x));
+  tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_SIN, tp_mul(b, x, tp_k(b, 3.14159265358979323846, x)));
+  tp_hlo_value_t r0 = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, -9.8696044010893586, x), tp_mul(b, s, s));
+  tp_hlo_value_t r = tp_hlo_select(b, refl, r0, tp_k(b, 0, x));
+  tp_hlo_value_t z = tp_hlo_select(b, refl, tp_hlo_binary(b, TP_HLO_SUB, one, x), x);
+  for (int i = 0; i < 6; i++) {
+    r = tp_add(b, r, tp_hlo_binary(b, TP_HLO_DIV, one, tp_mul(b, z, z)));
+    z = tp_add(b, z, one);
+  }
+  tp_hlo_value_t ixx = tp_hlo_binary(b, TP_HLO_DIV, one, tp_mul(b, z, z));
+  tp_hlo_value_t t = tp_mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 1.0 / 30, x), tp_mul(b, ixx, tp_k(b, 1.0 / 42, x))));
+  t = tp_mul(b, ixx, tp_hlo_binary(b, TP_HLO_SUB, tp_k(b, 1.0 / 6, x), t));
+  t = tp_add(b, tp_add(b, one, tp_hlo_binary(b, TP_HLO_DIV, one, tp_mul(b, z, tp_k(b, 2, x)))), t);
+  r = tp_add(b, r, tp_hlo_binary(b, TP_HLO_DIV, t, z));
+  return tp_hlo_select(b, refl, tp_hlo_unary(b, TP_HLO_NEG, r), r);
+}
+
+/* polygamma(n, x) as the CPU kernel defines it: digamma, trigamma, then
+ * (-1)^(n+1) n! zeta(n + 1, x). */
+tp_hlo_value_t tp_emit_polygamma(tp_hlo_builder_t *b, int64_t n, tp_hlo_value_t x) {
+  if (n == 0) return tp_emit_digamma(b, x);
+  if (n == 1) return trigamma(b, x);
+  double f = (n % 2) ? 1.0 : -1.0;
+  for (int64_t i = 2; i <= n; i++) f *= (double)i;
+  return tp_mul(b, tp_k(b, f, x), tp_emit_zeta(b, tp_k(b, (double)(n + 1), x), x, n <= 32 ? n + 1 : -1));
+}
 
 tp_status_t *tp_infer_special(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                               tp_meta_t *out, int *n_out) {
