@@ -91,6 +91,9 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
     const tp_view_t *v = &outs[k];
     tp_hlo_value_t val = tp_hlo_convert(b, results[k], v->dtype);
     if (!sl->partial) {
+      int64_t perm[TP_MAX_DIMS];
+      if (!tp_view_is_whole(v) && tp_view_is_whole_permuted(v, perm))
+        val = tp_hlo_transpose(b, val, perm); /* into the order the storage holds the dims */
       next[si] = tp_program_to_storage(b, val);
       started[si] = true;
       continue;
@@ -145,7 +148,9 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     int si = plan_slot(p, outs[k].storage);
     slot_t *sl = &p->slots[si];
     p->out_slot[k] = si;
-    if (sl->written || !tp_view_is_whole(&outs[k])) sl->partial = true;
+    /* A write of the whole storage, in order or permuted (a channels-last output), replaces it. */
+    if (sl->written || !(tp_view_is_whole(&outs[k]) || tp_view_is_whole_permuted(&outs[k], NULL)))
+      sl->partial = true;
     sl->written = true;
     sl->new_dtype = tp_dtype_storage(outs[k].dtype);
     sl->new_numel = tp_storage_elems(sl->storage, sl->new_dtype);

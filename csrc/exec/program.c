@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "exec/layout.h"
 #include "exec/scalars.h"
 
 int64_t tp_view_numel(const tp_view_t *v) {
@@ -27,6 +28,24 @@ int64_t tp_storage_elems(const tp_storage_t *s, tp_dtype_t dtype) {
 bool tp_view_is_whole(const tp_view_t *v) {
   return v->offset == 0 && tp_view_contiguous(v) &&
          (size_t)tp_view_numel(v) * tp_dtype_size(v->dtype) == tp_storage_nbytes(v->storage);
+}
+
+bool tp_view_is_whole_permuted(const tp_view_t *v, int64_t *out_perm) {
+  int64_t numel = tp_view_numel(v);
+  if (v->offset != 0 || numel == 0 ||
+      (size_t)numel * tp_dtype_size(v->dtype) != tp_storage_nbytes(v->storage) ||
+      !tp_layout_non_overlapping_dense(v->ndim, v->sizes, v->strides))
+    return false;
+  if (out_perm) { /* by decreasing stride (size-1 dims hold no order: anywhere) */
+    for (int d = 0; d < v->ndim; d++) out_perm[d] = d;
+    for (int i = 1; i < v->ndim; i++)
+      for (int j = i; j > 0 && v->strides[out_perm[j - 1]] < v->strides[out_perm[j]]; j--) {
+        int64_t t = out_perm[j];
+        out_perm[j] = out_perm[j - 1];
+        out_perm[j - 1] = t;
+      }
+  }
+  return true;
 }
 
 tp_status_t *tp_view_check_bounds(const tp_view_t *v) {

@@ -30,6 +30,10 @@ int64_t tp_view_numel(const tp_view_t *v);
 bool tp_view_contiguous(const tp_view_t *v);
 /* The whole storage, dense, in order. */
 bool tp_view_is_whole(const tp_view_t *v);
+/* The whole storage, dense in some order of its dims (a channels-last or transposed tensor
+ * that fills its storage): |out_perm| (may be NULL) gets the dims from the slowest to the
+ * fastest, the order in which the storage holds them. */
+bool tp_view_is_whole_permuted(const tp_view_t *v, int64_t *out_perm);
 /* Elements of |dtype| the storage holds. */
 int64_t tp_storage_elems(const tp_storage_t *s, tp_dtype_t dtype);
 /* INVALID_ARGUMENT when the view reaches outside its storage. */

@@ -126,6 +126,17 @@ enum { TP_COUNT_UNKNOWN = -1, TP_COUNT_PASS = -2, TP_COUNT_PASS_EXACT = -3 };
 /* The capacity for a count of |count| rows: 0, or the next power of two (at most twice it). */
 int64_t tp_op_count_capacity(int64_t count);
 
+/* How PyTorch's CPU kernels lay out a row's fresh (functional) outputs, which the eager glue
+ * allocates alike: row-major; as TensorIterator does (elementwise rows: the dims ordered by the
+ * tensor arguments' strides, so a channels-last or transposed input gives a like output); or in
+ * the channels-last format (4-d, 5-d outputs) when one of the tensor arguments [first, first +
+ * count) suggests it (convolution, normalization, pooling, padding, resampling). */
+typedef enum { TP_LAYOUT_CONTIGUOUS, TP_LAYOUT_ITERATOR, TP_LAYOUT_SUGGESTED } tp_layout_kind_t;
+typedef struct {
+  tp_layout_kind_t kind;
+  int first, count; /* TP_LAYOUT_SUGGESTED: the arguments that decide */
+} tp_layout_t;
+
 struct tp_op_def {
   const char *name;     /* ATen schema name "add.Tensor"; the functional form */
   const char *inplace;  /* "add_.Tensor" or NULL */
@@ -139,6 +150,8 @@ struct tp_op_def {
 /* The table, sorted by name. */
 extern const tp_op_def_t tp_op_table[];
 extern const int tp_op_count;
+/* The layout rule of |op|'s fresh outputs, by its family (layout.c). */
+tp_layout_t tp_op_layout(const tp_op_def_t *op);
 /* Binary search by functional, in-place or out name; returns the index or -1.
  * *out_variant (may be NULL) says which of the row's forms |name| is. */
 typedef enum { TP_VARIANT_FUNCTIONAL, TP_VARIANT_INPLACE, TP_VARIANT_OUT } tp_op_variant_t;

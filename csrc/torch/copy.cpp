@@ -64,6 +64,18 @@ void bytes_from_host(const at::Tensor& dst, const at::Tensor& host) {
   check(tp_eager_copy_from_host(&d, span.data_ptr()));
 }
 
+// A tpu tensor that fills its storage densely in another dim order than row-major (a
+// channels-last one): |flat| becomes its storage as the run of elements in memory order, which a
+// host tensor of the same strides holds alike, so a copy moves the bytes as they are.
+bool storage_order(const tp_view_t& v, tp_view_t* flat) {
+  if (tp_view_is_whole(&v) || !tp_view_is_whole_permuted(&v, nullptr)) return false;
+  *flat = v;
+  flat->ndim = 1;
+  flat->sizes[0] = tp_view_numel(&v);
+  flat->strides[0] = 1;
+  return true;
+}
+
 at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   if (self.numel() == 0) return self;
   bool dst_tpu = self.device().type() == DeviceType::PrivateUse1;
@@ -95,9 +107,13 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
     check(tp_eager_copy_bits(&d, &s, self.is_conj() != src.is_conj(), self.is_neg() != src.is_neg()));
   } else if (dst_tpu) {
     TORCH_CHECK(src.device().is_cpu(), "copy_: cannot copy from ", src.device(), " to tpu");
-    tp_view_t d = view_or_throw(self, "copy_");
+    tp_view_t d = view_or_throw(self, "copy_"), flat;
     at::Tensor host = with_bits_of(self, src.to(self.scalar_type()).expand(self.sizes()))
-                          .resolve_conj().resolve_neg().contiguous();
+                          .resolve_conj().resolve_neg();
+    if (storage_order(d, &flat) && host.strides() == self.strides())
+      d = flat;  // channels-last to channels-last: no reordering on either side
+    else
+      host = host.contiguous();
     // non_blocking from pinned memory read in place: returns once enqueued, as on CUDA (the
     // caller may not change the source until it synchronizes; freeing it waits for the copy).
     if (non_blocking && host.data_ptr() == src.data_ptr() && is_pinned(host.data_ptr())) {
@@ -110,9 +126,11 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
     check(tp_eager_copy_from_host(&d, host.data_ptr()));
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from tpu to ", self.device());
-    tp_view_t s = view_or_throw(src, "copy_");
-    at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
-    check(tp_eager_copy_to_host(&s, host.data_ptr()));
+    tp_view_t s = view_or_throw(src, "copy_"), flat;
+    const bool as_stored = storage_order(s, &flat);
+    at::Tensor host = as_stored ? at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::kCPU))
+                                : at::empty(src.sizes(), src.options().device(c10::kCPU));
+    check(tp_eager_copy_to_host(as_stored ? &flat : &s, host.data_ptr()));
     self.copy_(with_bits_of(src, host));
   }
   return self;

@@ -17,6 +17,7 @@
 extern "C" {
 #include "exec/eager.h"
 #include "exec/exec.h"
+#include "exec/layout.h"
 }
 
 namespace tp_glue {

@@ -577,9 +577,14 @@ struct TableKernel final : c10::OperatorKernel {
         continue;
       }
       if (variant_ == TP_VARIANT_FUNCTIONAL) {
+        // Laid out as CPU's kernel lays it out (exec/layout.h): channels-last stays so.
         c10::DeviceGuard guard(dev);
-        outs.push_back(at::empty(c10::IntArrayRef(metas[k].sizes, metas[k].ndim),
-                                 at::TensorOptions().dtype(from_tp(metas[k].dtype)).device(dev)));
+        const c10::IntArrayRef sizes(metas[k].sizes, metas[k].ndim);
+        const auto options = at::TensorOptions().dtype(from_tp(metas[k].dtype)).device(dev);
+        int64_t strides[TP_MAX_DIMS];
+        outs.push_back(tp_exec_output_strides(op_, eargs, ne, &metas[k], strides)
+                           ? at::empty_strided(sizes, c10::IntArrayRef(strides, metas[k].ndim), options)
+                           : at::empty(sizes, options));
       } else if (variant_ == TP_VARIANT_INPLACE) {
         TORCH_CHECK(k == 0, op_name(h), ": an in-place op returns one tensor");
         outs.push_back(args[0].toTensor());
