@@ -149,3 +149,12 @@ tp_hlo_value_t tp_emit_signbit(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   tp_hlo_value_t bits = tp_hlo_bitcast(b, x, it, x.ndim, x.dims);
   return tp_hlo_compare(b, TP_CMP_LT, bits, tp_k(b, 0, bits));
 }
+
+tp_status_t *tp_infer_like_self(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                tp_meta_t *out, int *n_out) {
+  if (!tp_arg_is_tensor(args, n_args, 0))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
+  *n_out = 1;
+  out[0] = args[0].meta;
+  return NULL;
+}

@@ -22,6 +22,14 @@ tp_dtype_t tp_math_dtype(tp_dtype_t t);
 /* |v| converted to |dtype| and broadcast to |shape|'s sizes. */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);
+/* The start of an infer that many families share: INVALID_ARGUMENT ("self must be a tensor")
+ * unless argument 0 is a TENSOR; otherwise one output, of argument 0's meta. */
+tp_status_t *tp_infer_like_self(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                tp_meta_t *out, int *n_out);
+/* Whether |args| has a TENSOR at |i|. */
+static inline bool tp_arg_is_tensor(const tp_op_arg_t *args, int n_args, int i) {
+  return i < n_args && args[i].kind == TP_ARG_TENSOR;
+}
 /* The sign bit of |x| as bool, of the same shape: set for negative values, -0.0 and negative
  * NaNs; never for unsigned types. */
 tp_hlo_value_t tp_emit_signbit(tp_hlo_builder_t *b, tp_hlo_value_t x);

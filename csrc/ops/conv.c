@@ -1,7 +1,7 @@
 /* Convolution family: convolution (1-3 spatial dims, stride, padding, dilation, groups,
  * transposed) and convolution_backward (its bias_sizes argument dropped by infer), as
- * stablehlo.convolution. Grouped
- * or transposed backward falls back to CPU (UNIMPLEMENTED). Half types accumulate in f32. */
+ * stablehlo.convolution, and im2col/col2im. Grouped or transposed backward falls back to CPU
+ * (UNIMPLEMENTED). Half types accumulate in f32. */
 #include <stdio.h>
 #include <string.h>
 
@@ -208,4 +208,117 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
     if (i != 1) dims[n++] = i;
   tp_hlo_value_t gb = tp_hlo_reduce(b, tp_hlo_convert(b, g, md), tp_hlo_constant(b, md, 0), TP_HLO_ADD, n, dims);
   out[2] = tp_hlo_convert(b, gb, out_meta[2].dtype);
+}
+
+/* im2col: each kernel offset's strided view of the zero-padded input becomes a row block;
+ * col2im: the columns scatter-added back over the padded image, which is then cropped. */
+static void emit_im2col(tp_hlo_builder_t *b, bool col, const tp_op_arg_t *args, tp_hlo_value_t x,
+                        const tp_meta_t *om, tp_hlo_value_t *out) {
+  int at = col ? 2 : 1;
+  int64_t k[2], dl[2], pd[2], st[2], o[2], full[2];
+  bool batched = x.ndim == (col ? 3 : 4);
+  for (int i = 0; i < 2; i++) {
+    k[i] = args[at].ints[i];
+    dl[i] = args[at + 1].ints[i];
+    pd[i] = args[at + 2].ints[i];
+    st[i] = args[at + 3].ints[i];
+    full[i] = col ? args[1].ints[i] : x.dims[x.ndim - 2 + i];
+    o[i] = (full[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) / st[i] + 1;
+  }
+  if (tp_meta_numel(om) == 0) {
+    out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
+    return;
+  }
+  int64_t nb = batched ? x.dims[0] : 1, kk = k[0] * k[1], L = o[0] * o[1];
+  int64_t c = col ? x.dims[batched ? 1 : 0] / kk : x.dims[batched ? 1 : 0];
+  int64_t hp = full[0] + 2 * pd[0], wp = full[1] + 2 * pd[1];
+  if (!col) {
+    int64_t s4[4] = {nb, c, full[0], full[1]}, lo[4] = {0, 0, pd[0], pd[1]}, hi[4] = {0, 0, pd[0], pd[1]};
+    tp_hlo_value_t xp = tp_hlo_pad(b, tp_hlo_reshape(b, x, 4, s4), tp_hlo_constant(b, x.dtype, 0), lo, hi);
+    tp_hlo_value_t parts[256];
+    int np = 0;
+    for (int64_t i = 0; i < k[0]; i++)
+      for (int64_t j = 0; j < k[1]; j++) {
+        int64_t s0[4] = {0, 0, i * dl[0], j * dl[1]};
+        int64_t l0[4] = {nb, c, s0[2] + (o[0] - 1) * st[0] + 1, s0[3] + (o[1] - 1) * st[1] + 1};
+        int64_t step[4] = {1, 1, st[0], st[1]}, sh[4] = {nb, c, 1, L};
+        parts[np++] = tp_hlo_reshape(b, tp_hlo_slice(b, xp, s0, l0, step), 4, sh);
+      }
+    tp_hlo_value_t r = tp_hlo_concatenate(b, parts, np, 2); /* [nb, c, kk, L] */
+    out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+    return;
+  }
+  /* col2im: the padded-plane position of column (c, i, j, oh, ow) */
+  int64_t sh[5] = {nb, c, kk, o[0], o[1]}, n = nb * c * kk * L, planes = nb * c;
+  tp_hlo_value_t v = tp_hlo_reshape(b, x, 5, sh);
+  tp_hlo_value_t kidx = tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 2);
+  tp_hlo_value_t ki = tp_bin(b, TP_HLO_DIV, kidx, tp_k(b, (double)k[1], kidx));
+  tp_hlo_value_t kj = tp_bin(b, TP_HLO_REM, kidx, tp_k(b, (double)k[1], kidx));
+  tp_hlo_value_t oh = tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 3), ow = tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 4);
+  tp_hlo_value_t r = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, oh, tp_k(b, (double)st[0], oh)), tp_bin(b, TP_HLO_MUL, ki, tp_k(b, (double)dl[0], ki)));
+  tp_hlo_value_t q = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, ow, tp_k(b, (double)st[1], ow)), tp_bin(b, TP_HLO_MUL, kj, tp_k(b, (double)dl[1], kj)));
+  tp_hlo_value_t pl = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 0), tp_k(b, (double)c, oh)),
+                          tp_hlo_iota(b, TP_DTYPE_I64, 5, sh, 1));
+  tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, pl, tp_k(b, (double)(hp * wp), pl)),
+                           tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, r, tp_k(b, (double)wp, r)), q));
+  int64_t total = planes * hp * wp;
+  tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &total);
+  tp_hlo_value_t acc = tp_hlo_scatter_1d_op(b, zeros, tp_hlo_reshape(b, lin, 1, &n), tp_hlo_reshape(b, v, 1, &n), TP_HLO_ADD);
+  int64_t s3[3] = {planes, hp, wp}, a0[3] = {0, pd[0], pd[1]}, a1[3] = {planes, pd[0] + full[0], pd[1] + full[1]}, one[3] = {1, 1, 1};
+  tp_hlo_value_t img = tp_hlo_slice(b, tp_hlo_reshape(b, acc, 3, s3), a0, a1, one);
+  out[0] = tp_hlo_reshape(b, img, om->ndim, om->sizes);
+}
+
+tp_status_t *tp_infer_im2col(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  /* im2col(self, kernel_size, dilation, padding, stride);
+   * col2im(self, output_size, kernel_size, dilation, padding, stride) */
+  bool col = op->code == TP_IC_COL2IM;
+  int at = col ? 2 : 1;
+  if (n_args < at + 4) return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  for (int j = col ? 1 : at; j < at + 4; j++)
+    if (args[j].kind != TP_ARG_INTS || args[j].n != 2) return tp_make_status(TP_UNIMPLEMENTED, "%s: sizes", op->name);
+  int64_t k[2], dl[2], pd[2], st[2], o[2], full[2];
+  for (int i = 0; i < 2; i++) {
+    k[i] = args[at].ints[i];
+    dl[i] = args[at + 1].ints[i];
+    pd[i] = args[at + 2].ints[i];
+    st[i] = args[at + 3].ints[i];
+    if (k[i] <= 0 || dl[i] <= 0 || pd[i] < 0 || st[i] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: sizes", op->name);
+  }
+  if (k[0] * k[1] > 256) return tp_make_status(TP_UNIMPLEMENTED, "%s: kernel size", op->name);
+  int nd = x->ndim, b0 = nd == (col ? 3 : 4) ? 1 : 0;
+  if (nd != (col ? 2 : 3) + b0) return tp_make_status(TP_UNIMPLEMENTED, "%s: rank", op->name);
+  for (int i = b0; i < nd; i++) /* an empty batch is fine; empty planes CPU rejects */
+    if (x->sizes[i] == 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: empty input", op->name);
+  for (int i = 0; i < 2; i++) {
+    full[i] = col ? args[1].ints[i] : x->sizes[b0 + 1 + i];
+    o[i] = (full[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) / st[i] + 1;
+    if (o[i] <= 0) return tp_make_status(TP_UNIMPLEMENTED, "%s: output size", op->name);
+  }
+  if (col) {
+    /* CPU adds overlapping windows one by one in the tensor's type: floats of 32 bits and up. */
+    if ((x->dtype != TP_DTYPE_F32 && x->dtype != TP_DTYPE_F64) || x->sizes[b0] % (k[0] * k[1]) ||
+        x->sizes[b0 + 1] != o[0] * o[1])
+      return tp_make_status(TP_UNIMPLEMENTED, "col2im: arguments");
+    out[0].ndim = nd + 1;
+    if (b0) out[0].sizes[0] = x->sizes[0];
+    out[0].sizes[b0] = x->sizes[b0] / (k[0] * k[1]);
+    out[0].sizes[b0 + 1] = full[0];
+    out[0].sizes[b0 + 2] = full[1];
+  } else {
+    out[0].ndim = nd - 1;
+    if (b0) out[0].sizes[0] = x->sizes[0];
+    out[0].sizes[b0] = x->sizes[b0] * k[0] * k[1];
+    out[0].sizes[b0 + 1] = o[0] * o[1];
+  }
+  return NULL;
+}
+
+void tp_emit_im2col(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  emit_im2col(b, op->code == TP_IC_COL2IM, args, in[0], om, out);
 }

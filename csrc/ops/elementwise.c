@@ -1,6 +1,6 @@
-/* Elementwise family: unary, binary and ternary math, comparisons, copy, fill, relu's backward.
- * Half types compute in f32 and round once, as PyTorch's CPU kernels do. Broadcasting and type
- * promotion are common.c's. */
+/* Elementwise families: unary, binary and ternary math, comparisons, copy, fill, relu's backward,
+ * and the bit shifts. Half types compute in f32 and round once, as PyTorch's CPU kernels do.
+ * Broadcasting and type promotion are common.c's; the special functions special.c's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -632,4 +632,44 @@ void tp_emit_threshold_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
   tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_GT, x, t);
   out[0] = tp_hlo_convert(b, tp_hlo_select(b, keep, g, tp_k(b, 0, g)),
                           out_meta->dtype);
+}
+
+tp_status_t *tp_infer_shift(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                            int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  if (!tp_arg_is_tensor(args, n_args, 1) && !(n_args > 1 && args[1].kind == TP_ARG_SCALAR))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: arguments", op->name);
+  tp_dtype_t dt = tp_result_type(args, 2);
+  if (!tp_dtype_is_int(dt)) return tp_make_status(TP_UNIMPLEMENTED, "%s: dtype", op->name);
+  if (args[1].kind == TP_ARG_SCALAR) {
+    args[1].scalar_dtype = dt;
+    out[0] = *x;
+  } else {
+    TP_RETURN_IF_ERROR(tp_broadcast_shapes(x, &args[1].meta, &out[0]));
+  }
+  out[0].dtype = dt;
+  out[0].writes_arg = 0;
+  return NULL;
+}
+
+void tp_emit_shift(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  /* CPU: a count outside [0, bits) shifts everything out (left: 0; right: the sign). */
+  tp_dtype_t dt = om->dtype;
+  tp_hlo_value_t a = tp_emit_cast_shape(b, in[0], dt, om), s = tp_emit_cast_shape(b, in[1], dt, om);
+  int bits = 8 * (int)tp_dtype_size(dt);
+  bool uns = tp_dtype_is_unsigned(dt);
+  tp_hlo_value_t bad = tp_hlo_compare(b, TP_CMP_GE, s, tp_k(b, bits, s));
+  if (!uns) bad = tp_bin(b, TP_HLO_OR, bad, tp_hlo_compare(b, TP_CMP_LT, s, tp_k(b, 0, s)));
+  tp_hlo_value_t safe = tp_hlo_select(b, bad, tp_k(b, 0, s), s);
+  tp_hlo_value_t r;
+  if (op->code == TP_SHIFT_LEFT) {
+    r = tp_hlo_select(b, bad, tp_k(b, 0, a), tp_bin(b, TP_HLO_SHL, a, safe));
+  } else {
+    tp_hlo_value_t all = uns ? tp_k(b, 0, a) : tp_bin(b, TP_HLO_SHR_A, a, tp_k(b, bits - 1, a));
+    r = tp_hlo_select(b, bad, all, tp_bin(b, uns ? TP_HLO_SHR_L : TP_HLO_SHR_A, a, safe));
+  }
+  out[0] = r;
 }

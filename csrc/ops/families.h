@@ -44,7 +44,7 @@ typedef enum {
   TP_R_TRACE, TP_R_CUMMAX, TP_R_CUMMIN,
 } tp_reduce_t;
 
-/* Activation family codes (nn.c); backward forms come after TP_A_BACKWARD. */
+/* Activation family codes (activation.c); backward forms come after TP_A_BACKWARD. */
 typedef enum {
   TP_A_GELU, TP_A_LEAKY_RELU, TP_A_HARDTANH, TP_A_ELU,
   TP_A_BACKWARD,
@@ -59,7 +59,7 @@ enum { TP_CODE_NONE = 0 };
  * group norm). */
 typedef enum { TP_DIR_FORWARD, TP_DIR_BACKWARD } tp_direction_t;
 
-/* Softmax family (nn.c): softmax, or log_softmax; the same codes for their backwards. */
+/* Softmax family (softmax.c): softmax, or log_softmax; the same codes for their backwards. */
 typedef enum { TP_SM_SOFTMAX, TP_SM_LOG_SOFTMAX } tp_softmax_t;
 
 /* convolution_backward (conv.c): with the bias_sizes argument (ATen's convolution_backward, infer
@@ -144,7 +144,7 @@ typedef enum {
   TP_UP_TRILINEAR_3D_BACKWARD = TP_UPF_BACKWARD | TP_UP_TRILINEAR_3D,
 } tp_upsample_t;
 
-/* Batch norm forms (nn.c, parse_batch_norm). */
+/* Batch norm forms (norm.c, parse_batch_norm). */
 typedef enum { TP_BN_NATIVE, TP_BN_FUNCTIONAL, TP_BN_NO_TRAINING } tp_batch_norm_t;
 
 /* Indexing and shape family codes (index.c). */
@@ -198,13 +198,17 @@ typedef enum {
   TP_FAC_QR, TP_FAC_EIGVALSH, TP_FAC_SVDVALS, TP_FAC_CHOLESKY_INVERSE,
 } tp_factor_t;
 
-/* Stand-alone ops (misc.c). */
-typedef enum {
-  TP_M_EQUAL, TP_M_GLU, TP_M_GLU_BACKWARD, TP_M_PRELU, TP_M_PRELU_BACKWARD, TP_M_ELU_BACKWARD,
-  TP_M_LOGCUMSUMEXP, TP_M_CHANNEL_SHUFFLE, TP_M_RENORM, TP_M_MODE, TP_M_SEARCHSORTED,
-  TP_M_BUCKETIZE, TP_M_MEDIAN, TP_M_NANMEDIAN, TP_M_INDEX_COPY, TP_M_MASKED_SCATTER, TP_M_LSHIFT,
-  TP_M_RSHIFT, TP_M_BCE, TP_M_BCE_BACKWARD, TP_M_IM2COL, TP_M_COL2IM,
-} tp_misc_t;
+/* Median family (sort.c): median, or nanmedian (NaNs skipped). */
+typedef enum { TP_MED_MEDIAN, TP_MED_NANMEDIAN } tp_median_t;
+
+/* Search family (sort.c): searchsorted, or bucketize (the arguments swapped). */
+typedef enum { TP_SEARCH_SEARCHSORTED, TP_SEARCH_BUCKETIZE } tp_search_t;
+
+/* Shift family (elementwise.c): __lshift__ and __rshift__ (arithmetic for signed types). */
+typedef enum { TP_SHIFT_LEFT, TP_SHIFT_RIGHT } tp_shift_t;
+
+/* im2col family (conv.c): im2col, or col2im (its adjoint). */
+typedef enum { TP_IC_IM2COL, TP_IC_COL2IM } tp_im2col_t;
 
 /* Recurrent cell codes (rnn.c): the fused LSTM and GRU cells and their backwards. */
 typedef enum {
@@ -238,26 +242,40 @@ TP_DECLARE_OP(tp_infer_ternary, tp_emit_ternary)
 TP_DECLARE_OP(tp_infer_copy, tp_emit_copy)
 TP_DECLARE_OP(tp_infer_fill, tp_emit_fill)
 TP_DECLARE_OP(tp_infer_threshold_backward, tp_emit_threshold_backward)
+TP_DECLARE_OP(tp_infer_shift, tp_emit_shift)
 /* reduce.c */
 TP_DECLARE_OP(tp_infer_reduce, tp_emit_reduce)
-/* nn.c */
+TP_DECLARE_OP(tp_infer_equal, tp_emit_equal)
+TP_DECLARE_OP(tp_infer_logcumsumexp, tp_emit_logcumsumexp)
+/* softmax.c */
 TP_DECLARE_OP(tp_infer_softmax, tp_emit_softmax)
 TP_DECLARE_OP(tp_infer_softmax_backward, tp_emit_softmax_backward)
+/* activation.c */
 TP_DECLARE_OP(tp_infer_activation, tp_emit_activation)
+TP_DECLARE_OP(tp_infer_glu, tp_emit_glu)
+TP_DECLARE_OP(tp_infer_prelu, tp_emit_prelu)
+TP_DECLARE_OP(tp_infer_elu_backward, tp_emit_elu_backward)
+/* norm.c */
 TP_DECLARE_OP(tp_infer_layer_norm, tp_emit_layer_norm)
 TP_DECLARE_OP(tp_infer_layer_norm_backward, tp_emit_layer_norm_backward)
-TP_DECLARE_OP(tp_infer_mse, tp_emit_mse)
-TP_DECLARE_OP(tp_infer_nll, tp_emit_nll)
 TP_DECLARE_OP(tp_infer_batch_norm, tp_emit_batch_norm)
 TP_DECLARE_OP(tp_infer_batch_norm_backward, tp_emit_batch_norm_backward)
 TP_DECLARE_OP(tp_infer_group_norm, tp_emit_group_norm)
+TP_DECLARE_OP(tp_infer_renorm, tp_emit_renorm)
+/* loss.c */
+TP_DECLARE_OP(tp_infer_mse, tp_emit_mse)
+TP_DECLARE_OP(tp_infer_nll, tp_emit_nll)
+TP_DECLARE_OP(tp_infer_bce, tp_emit_bce)
 /* index.c */
 TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce)
 TP_DECLARE_OP(tp_infer_lookup, tp_emit_lookup)
+TP_DECLARE_OP(tp_infer_index_copy, tp_emit_index_copy)
+TP_DECLARE_OP(tp_infer_masked_scatter, tp_emit_masked_scatter)
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)
 TP_DECLARE_OP(tp_infer_conv_backward, tp_emit_conv_backward)
+TP_DECLARE_OP(tp_infer_im2col, tp_emit_im2col)
 /* random.c */
 TP_DECLARE_OP(tp_infer_random, tp_emit_random)
 /* pointwise.c */
@@ -268,8 +286,12 @@ TP_DECLARE_OP(tp_infer_special, tp_emit_special)
 TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
 /* shape.c */
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
+TP_DECLARE_OP(tp_infer_channel_shuffle, tp_emit_channel_shuffle)
 /* sort.c */
 TP_DECLARE_OP(tp_infer_sort, tp_emit_sort)
+TP_DECLARE_OP(tp_infer_mode, tp_emit_mode)
+TP_DECLARE_OP(tp_infer_median, tp_emit_median)
+TP_DECLARE_OP(tp_infer_search, tp_emit_search)
 /* pool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 TP_DECLARE_OP(tp_infer_max_unpool, tp_emit_max_unpool)
@@ -277,8 +299,6 @@ TP_DECLARE_OP(tp_infer_max_unpool, tp_emit_max_unpool)
 TP_DECLARE_OP(tp_infer_avg_pool, tp_emit_avg_pool)
 /* upsample.c */
 TP_DECLARE_OP(tp_infer_upsample, tp_emit_upsample)
-/* misc.c */
-TP_DECLARE_OP(tp_infer_misc, tp_emit_misc)
 /* frexp.c */
 TP_DECLARE_OP(tp_infer_frexp, tp_emit_frexp)
 /* range.c */

@@ -1,7 +1,9 @@
 /* Indexing and shape family: index_select, gather, scatter/scatter_add, index_add, masked_fill,
  * flip, cat, roll, tril/triu, constant_pad_nd, arange, embedding's dense backward, and advanced
  * indexing with integer index tensors and boolean masks (index.Tensor, whose result size a mask
- * makes depend on the values: a count pass first, op.h; index_put's masks fall back). Gathers and
+ * makes depend on the values: a count pass first, op.h; index_put's masks fall back); the
+ * scatter-reduce family (scatter_reduce, index_reduce, index_fill), the lookup family (take,
+ * isin, eye, put), index_copy and masked_scatter. Gathers and
  * scatters address the input flattened to 1-D with computed linear indices, so every layout takes
  * the same path. */
 #include <math.h>
@@ -1001,4 +1003,97 @@ void tp_emit_lookup(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       return;
     }
   }
+}
+
+tp_status_t *tp_infer_index_copy(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                                 int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  /* (self, dim, index, source) */
+  if (n_args < 4 || args[1].kind != TP_ARG_INT || !tp_arg_is_tensor(args, n_args, 2) || !tp_arg_is_tensor(args, n_args, 3))
+    return tp_make_status(TP_INVALID_ARGUMENT, "index_copy: unexpected arguments");
+  const tp_meta_t *idx = &args[2].meta, *src = &args[3].meta;
+  int nd = x->ndim ? x->ndim : 1, d = tp_norm_dim(args[1].i, nd);
+  int64_t k = idx->ndim ? idx->sizes[0] : 1;
+  bool ok = d >= 0 && idx->dtype == TP_DTYPE_I64 && idx->ndim <= 1 && src->dtype == x->dtype &&
+            (src->ndim ? src->ndim : 1) == nd;
+  for (int i = 0; ok && i < src->ndim; i++)
+    ok = src->sizes[i] == (i == d ? k : x->sizes[i]);
+  if (ok && src->ndim == 0) ok = k == 1;
+  if (!ok) return tp_make_status(TP_UNIMPLEMENTED, "index_copy: arguments");
+  return NULL;
+}
+
+void tp_emit_index_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                        const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  /* Rows of source land at self's rows index[i], moved first; the last write wins. */
+  tp_hlo_value_t x = in[0], src = in[3], idx = in[2];
+  int nd = x.ndim ? x.ndim : 1, d = tp_norm_dim(args[1].i, nd);
+  int64_t one = 1;
+  if (x.ndim == 0) x = tp_hlo_reshape(b, x, 1, &one);
+  if (src.ndim == 0) src = tp_hlo_reshape(b, src, 1, &one);
+  if (idx.ndim == 0) idx = tp_hlo_reshape(b, idx, 1, &one);
+  int64_t perm[TP_MAX_DIMS], inv[TP_MAX_DIMS];
+  perm[0] = d;
+  for (int i = 0, k = 1; i < nd; i++)
+    if (i != d) perm[k++] = i;
+  for (int i = 0; i < nd; i++) inv[perm[i]] = i;
+  tp_hlo_value_t xt = tp_hlo_transpose(b, x, perm), st = tp_hlo_transpose(b, src, perm);
+  int64_t n = xt.dims[0], total = tp_hlo_numel(&xt), rest = n ? total / n : 0, k = st.dims[0], m = k * rest;
+  if (m == 0 || total == 0) {
+    out[0] = in[0];
+    return;
+  }
+  int64_t sh[2] = {k, rest};
+  tp_hlo_value_t row = tp_hlo_broadcast_in_dim(b, tp_emit_checked_index(b, idx, n, false), 2, sh, (int64_t[]){0});
+  tp_hlo_value_t bad = tp_bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, row, tp_k(b, 0, row)),
+                           tp_hlo_compare(b, TP_CMP_GE, row, tp_k(b, (double)n, row)));
+  tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, row, tp_k(b, (double)rest, row)), tp_hlo_iota(b, TP_DTYPE_I64, 2, sh, 1));
+  lin = tp_hlo_reshape(b, tp_hlo_select(b, bad, tp_k(b, (double)total, lin), lin), 1, &m);
+  tp_hlo_value_t pos = tp_hlo_iota(b, TP_DTYPE_I64, 1, &m, 0);
+  tp_hlo_value_t none = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), 1, &total);
+  tp_hlo_value_t from = tp_hlo_scatter_1d_op(b, none, lin, pos, TP_HLO_MAX);
+  tp_hlo_value_t hit = tp_hlo_compare(b, TP_CMP_GE, from, tp_k(b, 0, from));
+  tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, st, 1, &m), tp_bin(b, TP_HLO_MAX, from, tp_k(b, 0, from)));
+  tp_hlo_value_t r = tp_hlo_select(b, hit, g, tp_hlo_reshape(b, xt, 1, &total));
+  r = tp_hlo_transpose(b, tp_hlo_reshape(b, r, nd, xt.dims), inv);
+  out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+}
+
+tp_status_t *tp_infer_masked_scatter(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                                     int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  /* (self, mask, source): in the in-place form mask broadcasts to self */
+  if (!tp_arg_is_tensor(args, n_args, 1) || !tp_arg_is_tensor(args, n_args, 2) || args[1].meta.dtype != TP_DTYPE_BOOL ||
+      args[2].meta.dtype != x->dtype)
+    return tp_make_status(TP_UNIMPLEMENTED, "masked_scatter: arguments");
+  TP_RETURN_IF_ERROR(tp_broadcast_shapes(x, &args[1].meta, &out[0]));
+  out[0].dtype = x->dtype;
+  out[0].writes_arg = 0;
+  if (tp_meta_numel(&args[2].meta) == 0) return tp_make_status(TP_UNIMPLEMENTED, "masked_scatter: empty source");
+  return NULL;
+}
+
+void tp_emit_masked_scatter(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                            const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  /* The i-th true position (row-major) takes source's i-th element. */
+  tp_hlo_value_t x = tp_hlo_broadcast_to(b, in[0], om->ndim, om->sizes);
+  tp_hlo_value_t m = tp_hlo_broadcast_to(b, in[1], om->ndim, om->sizes);
+  int64_t total = tp_meta_numel(om), ns = tp_hlo_numel(&in[2]);
+  if (total == 0) {
+    out[0] = x;
+    return;
+  }
+  tp_hlo_value_t mf = tp_hlo_reshape(b, m, 1, &total);
+  tp_hlo_value_t c = tp_hlo_convert(b, mf, TP_DTYPE_I64);
+  int64_t win = total, lo = total - 1, hi = 0;
+  tp_hlo_value_t pos = tp_hlo_reduce_window(b, c, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), TP_HLO_ADD, &win, &lo, &hi);
+  pos = tp_bin(b, TP_HLO_SUB, pos, tp_k(b, 1, pos));
+  pos = tp_bin(b, TP_HLO_MIN, tp_bin(b, TP_HLO_MAX, pos, tp_k(b, 0, pos)), tp_k(b, (double)(ns - 1), pos));
+  tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, in[2], 1, &ns), pos);
+  tp_hlo_value_t r = tp_hlo_select(b, mf, g, tp_hlo_reshape(b, x, 1, &total));
+  out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
 }

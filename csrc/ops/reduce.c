@@ -1,5 +1,6 @@
 /* Reduction family: sum, mean, prod, amax/amin, max/min (with indices), argmax/argmin, any/all,
- * var/std, logsumexp, vector norm, and the cumulative cumsum/cumprod. Half types accumulate in
+ * var/std, logsumexp, vector norm, and the cumulative cumsum/cumprod; beside it equal (a bool the
+ * glue reads back to the host) and logcumsumexp (a log-add-exp scan). Half types accumulate in
  * f32. Argument layouts differ per op; parse_reduction reads them by the row's code. */
 #include <math.h>
 #include <stdint.h>
@@ -524,4 +525,93 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       v = x;
   }
   out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, v, out_meta[0].ndim, out_meta[0].sizes), od);
+}
+
+tp_status_t *tp_infer_equal(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                            int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  /* CPU raises on differing dtypes. */
+  if (!tp_arg_is_tensor(args, n_args, 1) || args[1].meta.dtype != x->dtype)
+    return tp_make_status(TP_UNIMPLEMENTED, "equal: dtypes");
+  out[0].dtype = TP_DTYPE_BOOL;
+  out[0].ndim = 0;
+  return NULL;
+}
+
+void tp_emit_equal(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  tp_hlo_value_t x = in[0], y = in[1];
+  if (x.ndim != y.ndim || memcmp(x.dims, y.dims, sizeof(int64_t) * (size_t)x.ndim) != 0) {
+    out[0] = tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0);
+    return;
+  }
+  int64_t dims[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) dims[i] = i;
+  tp_hlo_value_t eq = tp_hlo_compare(b, TP_CMP_EQ, x, y);
+  out[0] = x.ndim ? tp_hlo_reduce(b, eq, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 1), TP_HLO_AND, x.ndim, dims) : eq;
+}
+
+/* CPU's log_add_exp of two floats: max + log1p(exp(min - max)), except that equal infinities
+ * give themselves. */
+static tp_hlo_value_t log_add_exp(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
+  tp_hlo_value_t mn = tp_bin(b, TP_HLO_MIN, x, y), mx = tp_bin(b, TP_HLO_MAX, x, y);
+  tp_hlo_value_t r = tp_bin(b, TP_HLO_ADD, mx, tp_hlo_unary(b, TP_HLO_LOG1P, tp_hlo_unary(b, TP_HLO_EXP, tp_bin(b, TP_HLO_SUB, mn, mx))));
+  tp_hlo_value_t keep = tp_bin(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_EQ, mn, mx),
+                            tp_hlo_unary(b, TP_HLO_NOT, tp_hlo_unary(b, TP_HLO_IS_FINITE, mn)));
+  /* A NaN on either side propagates (XLA's min/max need not). */
+  tp_hlo_value_t nan = tp_bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x), tp_hlo_compare(b, TP_CMP_NE, y, y));
+  return tp_hlo_select(b, nan, tp_bin(b, TP_HLO_ADD, x, y), tp_hlo_select(b, keep, x, r));
+}
+
+tp_status_t *tp_infer_logcumsumexp(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                                   int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  bool fl = tp_dtype_is_float(x->dtype);
+  if (n_args < 2 || args[1].kind != TP_ARG_INT || !fl || tp_norm_dim(args[1].i, x->ndim) < 0)
+    return tp_make_status(TP_UNIMPLEMENTED, "logcumsumexp: arguments");
+  return NULL;
+}
+
+void tp_emit_logcumsumexp(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                          const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  tp_dtype_t md = tp_math_dtype(om->dtype);
+  /* CPU accumulates in its accumulation type: double for float, float for 16-bit types. */
+  if (om->dtype == TP_DTYPE_F32) md = TP_DTYPE_F64;
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
+  if (x.ndim == 0 || x.dims[tp_norm_dim(args[1].i, x.ndim)] <= 1) {
+    out[0] = tp_hlo_convert(b, x, om->dtype);
+    return;
+  }
+  int d = tp_norm_dim(args[1].i, x.ndim);
+  int64_t n = x.dims[d];
+  if (n <= 128) { /* CPU's sequential order, so large inputs round as they do there */
+    tp_hlo_value_t parts[128], acc = {0};
+    int64_t st[TP_MAX_DIMS] = {0}, lim[TP_MAX_DIMS], step[TP_MAX_DIMS];
+    for (int i = 0; i < x.ndim; i++) {
+      lim[i] = x.dims[i];
+      step[i] = 1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      st[d] = i;
+      lim[d] = i + 1;
+      tp_hlo_value_t xi = tp_hlo_slice(b, x, st, lim, step);
+      acc = i == 0 ? xi : log_add_exp(b, xi, acc);
+      parts[i] = acc;
+    }
+    out[0] = tp_hlo_convert(b, tp_hlo_concatenate(b, parts, (int)n, d), om->dtype);
+    return;
+  }
+  /* Longer: an inclusive scan by doubling, y_i = lae(y_i, y_{i-s}) for s = 1, 2, 4, ... */
+  tp_hlo_value_t ninf = tp_hlo_constant(b, md, -INFINITY);
+  for (int64_t s = 1; s < n; s *= 2) {
+    int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+    lo[d] = s;
+    hi[d] = -s;
+    tp_hlo_value_t sh = tp_hlo_pad(b, x, ninf, lo, hi);
+    x = log_add_exp(b, x, sh);
+  }
+  out[0] = tp_hlo_convert(b, x, om->dtype);
 }

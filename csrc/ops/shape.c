@@ -2,7 +2,8 @@
  * select, squeeze/unsqueeze, transpose, alias/clone, _to_copy, full, empty, scalar_tensor,
  * full_like, split_with_sizes, the scatters of slices and selects that are their backwards, and
  * embedding). In eager mode PyTorch's own view machinery and composite kernels serve these, so
- * their rows carry TP_OPF_GRAPH: a whole-graph program computes them as values. */
+ * their rows carry TP_OPF_GRAPH: a whole-graph program computes them as values. Beside it,
+ * channel_shuffle, which runs eagerly too. */
 #include <string.h>
 
 #include "ops/families.h"
@@ -369,4 +370,27 @@ void tp_emit_shape(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       out[0] = tp_hlo_reshape(b, in[0], m->ndim, m->sizes);
       return;
   }
+}
+
+tp_status_t *tp_infer_channel_shuffle(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                                      int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  if (n_args < 2 || args[1].kind != TP_ARG_INT || x->ndim < 3 || args[1].i <= 0 ||
+      x->sizes[1] % args[1].i)
+    return tp_make_status(TP_UNIMPLEMENTED, "channel_shuffle: arguments");
+  return NULL;
+}
+
+void tp_emit_channel_shuffle(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                             const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  tp_hlo_value_t x = in[0];
+  int64_t g = args[1].i, sh[TP_MAX_DIMS], perm[TP_MAX_DIMS];
+  sh[0] = x.dims[0];
+  sh[1] = g;
+  sh[2] = x.dims[1] / g;
+  for (int i = 2; i < x.ndim; i++) sh[i + 1] = x.dims[i];
+  for (int i = 0; i <= x.ndim; i++) perm[i] = i == 1 ? 2 : i == 2 ? 1 : i;
+  tp_hlo_value_t v = tp_hlo_transpose(b, tp_hlo_reshape(b, x, x.ndim + 1, sh), perm);
+  out[0] = tp_hlo_reshape(b, v, x.ndim, x.dims);
 }

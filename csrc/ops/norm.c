@@ -1,281 +1,10 @@
-/* Neural-network family: softmax/log_softmax and their backwards, activation backwards, gelu,
- * leaky_relu/hardtanh/elu, layer and batch norm (forward and backward), mse and nll losses. Half
- * types compute in f32. */
+/* Normalization: layer norm, batch norm and group norm (forward and backward), and renorm. Half
+ * types compute in f32. Depends on ops/ helpers and hlo/ only. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/families.h"
-
-static tp_status_t *dim_arg(const tp_op_def_t *op, const tp_op_arg_t *a, int nd, int *out) {
-  *out = a->kind == TP_ARG_INT ? tp_norm_dim(a->i, nd) : -1;
-  if (*out < 0)
-    return tp_make_status(TP_OUT_OF_RANGE, "%s: Dimension out of range (got %lld for %d dims)",
-                          op->name, (long long)a->i, nd);
-  return NULL;
-}
-
-/* Sum over |dim| keeping it (size 1), optionally its reciprocal, broadcast back to |x|'s shape. */
-static tp_hlo_value_t sum_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim, bool reciprocal) {
-  int64_t d = dim;
-  tp_hlo_value_t s = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, x.ndim ? 1 : 0, &d);
-  if (reciprocal) s = tp_hlo_binary(b, TP_HLO_DIV, tp_k(b, 1, s), s);
-  int64_t bd[TP_MAX_DIMS];
-  int n = 0;
-  for (int i = 0; i < x.ndim; i++)
-    if (i != dim) bd[n++] = i;
-  return x.ndim ? tp_hlo_broadcast_in_dim(b, s, x.ndim, x.dims, bd) : s;
-}
-
-/* The max over |dim| as it is, infinities included, broadcast back: CPU subtracts it unguarded,
- * so a row holding +inf (inf - inf) or only -inf (-inf - -inf) is NaN throughout, as there. */
-static tp_hlo_value_t max_keep(tp_hlo_builder_t *b, tp_hlo_value_t x, int dim) {
-  if (x.ndim == 0) return x;
-  int64_t d = dim;
-  tp_hlo_value_t m = tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, -INFINITY), TP_HLO_MAX, 1, &d);
-  int64_t bd[TP_MAX_DIMS];
-  int n = 0;
-  for (int i = 0; i < x.ndim; i++)
-    if (i != dim) bd[n++] = i;
-  return tp_hlo_broadcast_in_dim(b, m, x.ndim, x.dims, bd);
-}
-
-/* _softmax(self, dim, half_to_float) and _log_softmax. */
-tp_status_t *tp_infer_softmax(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
-                              int *n_out) {
-  if (n_args < 2 || args[0].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim)", op->name);
-  int dim;
-  TP_RETURN_IF_ERROR(dim_arg(op, &args[1], args[0].meta.ndim, &dim));
-  if (!tp_dtype_is_float(args[0].meta.dtype))
-    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
-                          tp_dtype_name(args[0].meta.dtype));
-  out[0] = args[0].meta;
-  if (n_args > 2 && args[2].kind == TP_ARG_INT && args[2].i) out[0].dtype = TP_DTYPE_F32;
-  *n_out = 1;
-  return NULL;
-}
-
-void tp_emit_softmax(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
-                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
-                     tp_hlo_value_t *out) {
-  int dim = tp_norm_dim(args[1].i, args[0].meta.ndim);
-  tp_hlo_value_t x = tp_hlo_convert(b, in[0], tp_math_dtype(out_meta->dtype));
-  tp_hlo_value_t z = tp_hlo_binary(b, TP_HLO_SUB, x, max_keep(b, x, dim));
-  tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP, z);
-  /* Over the last dim, softmax scales by the sum's reciprocal, as PyTorch's CPU kernel does
-   * there (and divides over other dims, as it does there too): bit-closer to CPU, and cheaper. */
-  bool recip = op->code == TP_SM_SOFTMAX && dim == x.ndim - 1;
-  tp_hlo_value_t s = sum_keep(b, e, dim, recip);
-  tp_hlo_value_t r = op->code == TP_SM_LOG_SOFTMAX ? tp_hlo_binary(b, TP_HLO_SUB, z, tp_hlo_unary(b, TP_HLO_LOG, s))
-                              : tp_hlo_binary(b, recip ? TP_HLO_MUL : TP_HLO_DIV, e, s);
-  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
-}
-
-/* _softmax_backward_data(grad_output, output, dim, input_dtype) and the log variant. */
-tp_status_t *tp_infer_softmax_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
-                                       tp_meta_t *out, int *n_out) {
-  if (n_args < 4 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (grad, output, dim, dtype)", op->name);
-  int dim;
-  TP_RETURN_IF_ERROR(dim_arg(op, &args[2], args[0].meta.ndim, &dim));
-  out[0] = args[0].meta;
-  if (args[3].kind == TP_ARG_INT) out[0].dtype = (tp_dtype_t)args[3].i;
-  *n_out = 1;
-  return NULL;
-}
-
-void tp_emit_softmax_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
-                              int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
-                              tp_hlo_value_t *out) {
-  int dim = tp_norm_dim(args[2].i, args[0].meta.ndim);
-  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
-  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), y = tp_hlo_convert(b, in[1], md);
-  tp_hlo_value_t r;
-  if (op->code == TP_SM_LOG_SOFTMAX) /* log_softmax: g - exp(y) * sum(g) */
-    r = tp_hlo_binary(b, TP_HLO_SUB, g,
-                      tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_EXP, y), sum_keep(b, g, dim, false)));
-  else /* softmax: y * (g - sum(g * y)) */
-    r = tp_hlo_binary(b, TP_HLO_MUL, y,
-                      tp_hlo_binary(b, TP_HLO_SUB, g, sum_keep(b, tp_hlo_binary(b, TP_HLO_MUL, g, y), dim, false)));
-  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
-}
-
-/* Activations with their own parameters. code: an activation of tp_activation_t. The forward
- * form is (self, params...); the backward form is (grad_output, self_or_result, params...). */
-tp_status_t *tp_infer_activation(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
-                                 tp_meta_t *out, int *n_out) {
-  bool backward = op->code >= TP_A_BACKWARD;
-  int n_tensors = backward ? 2 : 1;
-  for (int i = 0; i < n_tensors; i++)
-    if (i >= n_args || args[i].kind != TP_ARG_TENSOR)
-      return tp_make_status(TP_INVALID_ARGUMENT, "%s: argument %d must be a tensor", op->name, i);
-  if (op->code == TP_A_GELU || op->code == TP_A_GELU_BACKWARD) {
-    const tp_op_arg_t *a = n_tensors < n_args ? &args[n_tensors] : NULL;
-    if (a && a->kind == TP_ARG_STR && strcmp(a->s, "none") != 0 && strcmp(a->s, "tanh") != 0)
-      return tp_make_status(TP_INVALID_ARGUMENT, "approximate argument must be either none or tanh.");
-  }
-  tp_meta_t shape = args[0].meta;
-  if (backward) TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &shape));
-  shape.dtype = tp_result_type(args, n_tensors);
-  if (op->code == TP_A_DROPOUT_BACKWARD) /* mask is bool; CPU computes grad * mask * scale, so an
-                                            * integer or bool grad promotes to the default float */
-    shape.dtype = tp_dtype_is_float(args[0].meta.dtype) ? args[0].meta.dtype : TP_DTYPE_F32;
-  if (!tp_dtype_is_float(shape.dtype) && op->code != TP_A_LEAKY_RELU && op->code != TP_A_HARDTANH)
-    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
-                          tp_dtype_name(shape.dtype));
-  for (int i = n_tensors; i < n_args; i++)
-    if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = tp_math_dtype(shape.dtype);
-  out[0] = shape;
-  *n_out = 1;
-  return NULL;
-}
-
-static tp_hlo_value_t scalar_arg(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                                 const tp_hlo_value_t *in, int i, double dflt,
-                                 const tp_hlo_value_t *like) {
-  if (i < n_args && args[i].kind == TP_ARG_SCALAR)
-    return tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[i], like->dtype), like->ndim, like->dims);
-  return tp_k(b, dflt, *like);
-}
-
-static tp_hlo_value_t gelu_cdf_parts(tp_hlo_builder_t *b, tp_hlo_value_t x, bool tanh_approx,
-                                     tp_hlo_value_t *out_pdf_term) {
-  /* Returns Phi(x) and, in *out_pdf_term, d/dx [x * Phi(x)] - Phi(x) = x * phi(x). */
-  if (tanh_approx) {
-    const double k = 0.7978845608028654, c = 0.044715;
-    tp_hlo_value_t x2 = tp_hlo_binary(b, TP_HLO_MUL, x, x);
-    tp_hlo_value_t inner = tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, k, x),
-                                         tp_hlo_binary(b, TP_HLO_ADD, x,
-                                                       tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, c, x),
-                                                                     tp_hlo_binary(b, TP_HLO_MUL, x2, x))));
-    tp_hlo_value_t t = tp_hlo_unary(b, TP_HLO_TANH, inner);
-    tp_hlo_value_t half = tp_k(b, 0.5, x), one = tp_k(b, 1, x);
-    tp_hlo_value_t cdf = tp_hlo_binary(b, TP_HLO_MUL, half, tp_hlo_binary(b, TP_HLO_ADD, one, t));
-    if (out_pdf_term) {
-      tp_hlo_value_t dinner = tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, k, x),
-                                            tp_hlo_binary(b, TP_HLO_ADD, one,
-                                                          tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, 3 * c, x), x2)));
-      tp_hlo_value_t sech2 = tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, t, t));
-      *out_pdf_term = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, half, x),
-                                    tp_hlo_binary(b, TP_HLO_MUL, sech2, dinner));
-    }
-    return cdf;
-  }
-  /* Phi(x) = erfc(-x / sqrt 2) / 2: exactly 0 far left, where 1 + erf(x) is not with XLA's
-   * float erf (gelu(-inf) must be -inf * 0 = NaN, gelu(-1e30) -0, as on CPU). */
-  tp_hlo_value_t cdf = tp_hlo_binary(
-      b, TP_HLO_MUL, tp_k(b, 0.5, x),
-      tp_hlo_unary(b, TP_HLO_ERFC, tp_hlo_binary(b, TP_HLO_MUL, x, tp_k(b, -M_SQRT1_2, x))));
-  if (out_pdf_term) {
-    tp_hlo_value_t pdf = tp_hlo_binary(
-        b, TP_HLO_MUL, tp_k(b, 0.3989422804014327, x),
-        tp_hlo_unary(b, TP_HLO_EXP, tp_hlo_binary(b, TP_HLO_MUL, tp_k(b, -0.5, x),
-                                                  tp_hlo_binary(b, TP_HLO_MUL, x, x))));
-    *out_pdf_term = tp_hlo_binary(b, TP_HLO_MUL, x, pdf);
-  }
-  return cdf;
-}
-
-static bool approx_tanh(const tp_op_arg_t *args, int n_args, int i) {
-  return i < n_args && args[i].kind == TP_ARG_STR && strcmp(args[i].s, "tanh") == 0;
-}
-
-void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
-                        int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
-                        tp_hlo_value_t *out) {
-  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
-  bool backward = op->code >= TP_A_BACKWARD;
-  tp_hlo_value_t g = backward ? tp_emit_cast_shape(b, in[0], md, out_meta) : (tp_hlo_value_t){0};
-  tp_hlo_value_t x = tp_emit_cast_shape(b, in[backward ? 1 : 0], md, out_meta);
-  int p = backward ? 2 : 1; /* first parameter */
-  tp_hlo_value_t zero = tp_k(b, 0, x), one = tp_k(b, 1, x), r;
-  switch ((tp_activation_t)op->code) {
-    case TP_A_GELU: {
-      bool tanh_approx = approx_tanh(args, n_args, 1);
-      r = tp_hlo_binary(b, TP_HLO_MUL, x, gelu_cdf_parts(b, x, tanh_approx, NULL));
-      /* CPU hands a contiguous float/bfloat16/half input of more than one element to oneDNN,
-       * whose erf form yields NaN for +inf; its own kernel (double, strided, one element)
-       * yields +inf. */
-      if (!tanh_approx && out_meta->dtype != TP_DTYPE_F64 && args[0].contiguous &&
-          tp_meta_numel(&args[0].meta) > 1)
-        r = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_POS_INF, x), tp_k(b, NAN, x), r);
-      break;
-    }
-    case TP_A_GELU_BACKWARD: {
-      tp_hlo_value_t term;
-      tp_hlo_value_t cdf = gelu_cdf_parts(b, x, approx_tanh(args, n_args, 2), &term);
-      r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_ADD, cdf, term));
-      break;
-    }
-    case TP_A_LEAKY_RELU: {
-      tp_hlo_value_t s = scalar_arg(b, args, n_args, in, p, 0.01, &x);
-      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x, tp_hlo_binary(b, TP_HLO_MUL, x, s));
-      break;
-    }
-    case TP_A_LEAKY_RELU_BACKWARD: {
-      tp_hlo_value_t s = scalar_arg(b, args, n_args, in, p, 0.01, &x);
-      r = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), g, tp_hlo_binary(b, TP_HLO_MUL, g, s));
-      break;
-    }
-    case TP_A_HARDTANH: {
-      tp_hlo_value_t lo = scalar_arg(b, args, n_args, in, p, -1, &x);
-      tp_hlo_value_t hi = scalar_arg(b, args, n_args, in, p + 1, 1, &x);
-      r = tp_hlo_binary(b, TP_HLO_MIN, tp_hlo_binary(b, TP_HLO_MAX, x, lo), hi);
-      break;
-    }
-    case TP_A_HARDTANH_BACKWARD: {
-      tp_hlo_value_t lo = scalar_arg(b, args, n_args, in, p, -1, &x);
-      tp_hlo_value_t hi = scalar_arg(b, args, n_args, in, p + 1, 1, &x);
-      tp_hlo_value_t inside = tp_hlo_binary(b, TP_HLO_AND, tp_hlo_compare(b, TP_CMP_GT, x, lo),
-                                            tp_hlo_compare(b, TP_CMP_LT, x, hi));
-      r = tp_hlo_select(b, inside, g, zero);
-      break;
-    }
-    case TP_A_ELU: {
-      /* elu(x; alpha, scale, input_scale) = x > 0 ? scale*x : scale*alpha*(exp(x*input_scale)-1) */
-      tp_hlo_value_t alpha = scalar_arg(b, args, n_args, in, 1, 1, &x);
-      tp_hlo_value_t scale = scalar_arg(b, args, n_args, in, 2, 1, &x);
-      tp_hlo_value_t iscale = scalar_arg(b, args, n_args, in, 3, 1, &x);
-      tp_hlo_value_t neg = tp_hlo_binary(b, TP_HLO_MUL, alpha,
-                                         tp_hlo_unary(b, TP_HLO_EXPM1, tp_hlo_binary(b, TP_HLO_MUL, x, iscale)));
-      r = tp_hlo_binary(b, TP_HLO_MUL, scale,
-                        tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_GT, x, zero), x, neg));
-      break;
-    }
-    case TP_A_SIGMOID_BACKWARD: /* g * y * (1 - y), x holds the output y */
-      r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_binary(b, TP_HLO_SUB, one, x)));
-      break;
-    case TP_A_TANH_BACKWARD: /* g * (1 - y^2) */
-      r = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_binary(b, TP_HLO_SUB, one, tp_hlo_binary(b, TP_HLO_MUL, x, x)));
-      break;
-    case TP_A_DROPOUT_BACKWARD: { /* native_dropout_backward(grad, mask, scale): g * mask * scale */
-      double scale = args[2].kind == TP_ARG_FLOAT ? args[2].f : 1;
-      tp_hlo_value_t s = tp_k(b, scale, x);
-      if (in[1].dtype == TP_DTYPE_BOOL) {
-        /* Dropped elements are g * 0 * scale (NaN for NaN/inf, -0 for negatives), as on CPU.
-         * Written as a select: XLA rewrites g * convert(mask) (the product once scale 1 folds)
-         * into select(mask, g, 0), which loses them. */
-        tp_hlo_value_t mask = tp_hlo_broadcast_to(b, in[1], x.ndim, x.dims);
-        r = tp_hlo_select(b, mask, tp_hlo_binary(b, TP_HLO_MUL, g, s),
-                          tp_hlo_binary(b, TP_HLO_MUL, g, tp_k(b, 0.0 * scale, x)));
-      } else {
-        r = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, g, x), s);
-      }
-      break;
-    }
-    case TP_A_SILU_BACKWARD: { /* g * s * (1 + x * (1 - s)) */
-      tp_hlo_value_t s = tp_hlo_unary(b, TP_HLO_LOGISTIC, x);
-      r = tp_hlo_binary(b, TP_HLO_MUL, g,
-                        tp_hlo_binary(b, TP_HLO_MUL, s,
-                                      tp_hlo_binary(b, TP_HLO_ADD, one,
-                                                    tp_hlo_binary(b, TP_HLO_MUL, x, tp_hlo_binary(b, TP_HLO_SUB, one, s)))));
-      break;
-    }
-    default: r = x;
-  }
-  out[0] = tp_hlo_convert(b, r, out_meta->dtype);
-}
 
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd).
  * PyTorch's checks of the shapes, in its order and words; |weight|, |bias| may be NONE. */
@@ -489,133 +218,6 @@ void tp_emit_layer_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
   tp_hlo_value_t db = tp_hlo_reduce(b, g, zero, TP_HLO_ADD, no, outer);
   out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, dw, out_meta[1].ndim, out_meta[1].sizes), out_meta[1].dtype);
   out[2] = tp_hlo_convert(b, tp_hlo_reshape(b, db, out_meta[2].ndim, out_meta[2].sizes), out_meta[2].dtype);
-}
-
-/* Loss reduction: 0 none, 1 mean, 2 sum (at::Reduction). */
-static tp_hlo_value_t reduce_loss(tp_hlo_builder_t *b, tp_hlo_value_t l, int64_t reduction) {
-  if (reduction == 0) return l;
-  int64_t dims[TP_MAX_DIMS];
-  for (int i = 0; i < l.ndim; i++) dims[i] = i;
-  tp_hlo_value_t s = tp_hlo_reduce(b, l, tp_hlo_constant(b, l.dtype, 0), TP_HLO_ADD, l.ndim, dims);
-  if (reduction == 1)
-    s = tp_hlo_binary(b, TP_HLO_DIV, s, tp_hlo_constant(b, l.dtype, (double)tp_hlo_numel(&l)));
-  return s;
-}
-
-/* mse_loss(self, target, reduction) and mse_loss_backward(grad, self, target, reduction). */
-tp_status_t *tp_infer_mse(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
-                          int *n_out) {
-  int t0 = op->code == TP_DIR_BACKWARD ? 1 : 0; /* backward: grad first */
-  if (n_args < t0 + 3 || args[t0].kind != TP_ARG_TENSOR || args[t0 + 1].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
-  tp_meta_t shape;
-  TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[t0].meta, &args[t0 + 1].meta, &shape));
-  shape.dtype = tp_result_type(&args[t0], 2);
-  out[0] = shape;
-  if (op->code == TP_DIR_FORWARD && args[2].i != 0) out[0].ndim = 0;
-  *n_out = 1;
-  return NULL;
-}
-
-void tp_emit_mse(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  int t0 = op->code == TP_DIR_BACKWARD ? 1 : 0;
-  tp_meta_t shape = args[t0].meta;
-  tp_broadcast_shapes(&args[t0].meta, &args[t0 + 1].meta, &shape);
-  tp_dtype_t md = tp_math_dtype(out_meta->dtype);
-  tp_hlo_value_t x = tp_emit_cast_shape(b, in[t0], md, &shape);
-  tp_hlo_value_t y = tp_emit_cast_shape(b, in[t0 + 1], md, &shape);
-  tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, x, y);
-  int64_t reduction = args[t0 + 2].i;
-  if (op->code == TP_DIR_FORWARD) {
-    out[0] = tp_hlo_convert(b, reduce_loss(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), reduction), out_meta->dtype);
-    return;
-  }
-  double scale = reduction == 1 ? 2.0 / (double)tp_hlo_numel(&d) : 2.0;
-  tp_hlo_value_t g = tp_emit_cast_shape(b, in[0], md, &shape);
-  out[0] = tp_hlo_convert(b, tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_MUL, d, g),
-                                           tp_k(b, scale, d)), out_meta->dtype);
-}
-
-/* nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight);
- * nll_loss_backward(grad, self, target, weight?, reduction, ignore_index, total_weight).
- * The class is picked with a one-hot mask over the class dim (dim 1, or 0 for 1-D input). */
-tp_status_t *tp_infer_nll(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
-                          int *n_out) {
-  int s = op->code == TP_DIR_BACKWARD ? 1 : 0;
-  if (n_args < s + 5 || args[s].kind != TP_ARG_TENSOR || args[s + 1].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
-  const tp_meta_t *x = &args[s].meta;
-  if (x->ndim < 1 || x->ndim > 2 || !tp_dtype_is_float(x->dtype))
-    return tp_make_status(TP_UNIMPLEMENTED, "%s: native only for 1-D/2-D float input", op->name);
-  if (!tp_dtype_is_int(args[s + 1].meta.dtype))
-    return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type Long but found %s",
-                          tp_dtype_name(args[s + 1].meta.dtype));
-  if (op->code == TP_DIR_BACKWARD) {
-    out[0] = *x;
-    *n_out = 1;
-    return NULL;
-  }
-  int64_t reduction = args[3].i;
-  out[0] = *x;
-  out[0].ndim = reduction == 0 && x->ndim == 2 ? 1 : 0;
-  out[1] = *x;
-  out[1].ndim = 0;
-  *n_out = 2;
-  return NULL;
-}
-
-void tp_emit_nll(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                 const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  int s = op->code == TP_DIR_BACKWARD ? 1 : 0;
-  tp_dtype_t md = tp_math_dtype(args[s].meta.dtype);
-  tp_hlo_value_t x = tp_hlo_convert(b, in[s], md);
-  int cdim = x.ndim == 2 ? 1 : 0;
-  tp_hlo_value_t t = tp_hlo_convert(b, in[s + 1], TP_DTYPE_I64);
-  int64_t bd[1] = {0};
-  tp_hlo_value_t tb = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, t, 2, x.dims, bd)
-                                  : tp_hlo_broadcast_to(b, t, 1, x.dims);
-  tp_hlo_value_t cls = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, cdim);
-  tp_hlo_value_t onehot = tp_hlo_compare(b, TP_CMP_EQ, cls, tb);
-  int64_t ignore = args[s + 4].i;
-  tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_NE, t, tp_k(b, (double)ignore, t));
-  /* Targets other than ignore_index must name a class. */
-  tp_emit_checked_index(b, tp_hlo_select(b, valid, t, tp_k(b, 0, t)), x.dims[cdim], false);
-  /* Per-sample weight: weight[target] (1 without weights), 0 where ignored. */
-  tp_hlo_value_t zero = tp_k(b, 0, x);
-  tp_hlo_value_t wfull = args[s + 2].kind == TP_ARG_TENSOR
-                             ? tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[s + 2], md), x.ndim, x.dims,
-                                                       (int64_t[]){cdim})
-                             : tp_k(b, 1, x);
-  tp_hlo_value_t wsel = tp_hlo_select(b, onehot, wfull, zero);
-  int64_t cd = cdim;
-  tp_hlo_value_t w = tp_hlo_reduce(b, wsel, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, &cd);
-  w = tp_hlo_select(b, valid, w, tp_k(b, 0, w));
-  int64_t reduction = args[s + 3].i;
-  int64_t all[1] = {0};
-  tp_hlo_value_t total = w.ndim ? tp_hlo_reduce(b, w, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : w;
-  if (op->code == TP_DIR_FORWARD) {
-    tp_hlo_value_t picked = tp_hlo_reduce(b, tp_hlo_select(b, onehot, x, zero), tp_hlo_constant(b, md, 0),
-                                          TP_HLO_ADD, 1, &cd);
-    tp_hlo_value_t l = tp_hlo_unary(b, TP_HLO_NEG, tp_hlo_binary(b, TP_HLO_MUL, picked, w));
-    /* CPU skips an ignored sample: its loss is 0 even where its input is NaN or inf. */
-    l = tp_hlo_select(b, valid, l, tp_k(b, 0, l));
-    if (reduction != 0) {
-      l = l.ndim ? tp_hlo_reduce(b, l, tp_hlo_constant(b, md, 0), TP_HLO_ADD, 1, all) : l;
-      if (reduction == 1) l = tp_hlo_binary(b, TP_HLO_DIV, l, total);
-    }
-    out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, l, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
-    out[1] = tp_hlo_convert(b, total, out_meta[1].dtype);
-    return;
-  }
-  /* grad_input = -onehot * w * grad (/ total for mean). */
-  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md);
-  if (reduction == 1) g = tp_hlo_binary(b, TP_HLO_DIV, g, tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[s + 5], md), g.ndim, g.dims));
-  tp_hlo_value_t gw = reduction == 0 && w.ndim ? tp_hlo_binary(b, TP_HLO_MUL, w, g)
-                                                : tp_hlo_binary(b, TP_HLO_MUL, w, tp_hlo_broadcast_to(b, g, w.ndim, w.dims));
-  gw = tp_hlo_select(b, valid, gw, tp_k(b, 0, gw)); /* ignored: 0 even for NaN grads */
-  tp_hlo_value_t gx = x.ndim == 2 ? tp_hlo_broadcast_in_dim(b, gw, 2, x.dims, bd) : tp_hlo_broadcast_to(b, gw, 1, x.dims);
-  out[0] = tp_hlo_convert(b, tp_hlo_select(b, onehot, tp_hlo_unary(b, TP_HLO_NEG, gx), zero), out_meta[0].dtype);
 }
 
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
@@ -940,4 +542,81 @@ void tp_emit_group_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   tp_hlo_value_t dx = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_binary(b, TP_HLO_SUB, go, m1), tp_hlo_binary(b, TP_HLO_MUL, xhat, m2));
   dx = tp_hlo_binary(b, TP_HLO_MUL, dx, rstd);
   out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, dx, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
+}
+
+/* |p|-norm over the last dim of |x| (keeping it, size 1): p > 0. */
+static tp_hlo_value_t norm_last(tp_hlo_builder_t *b, tp_hlo_value_t x, double p) {
+  tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, x);
+  int64_t last = x.ndim - 1, kd[TP_MAX_DIMS];
+  memcpy(kd, x.dims, sizeof(kd));
+  kd[last] = 1;
+  tp_hlo_value_t r;
+  if (isinf(p)) { /* XLA's max drops NaN; CPU's norm is NaN then */
+    r = tp_hlo_reduce(b, a, tp_hlo_constant(b, x.dtype, 0), TP_HLO_MAX, 1, &last);
+    tp_hlo_value_t nan = tp_hlo_reduce(b, tp_hlo_compare(b, TP_CMP_NE, x, x),
+                                       tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, &last);
+    r = tp_hlo_select(b, nan, tp_k(b, NAN, r), r);
+  } else if (p == 1) {
+    r = tp_hlo_reduce(b, a, tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, 1, &last);
+  } else if (p == 2) {
+    r = tp_hlo_unary(b, TP_HLO_SQRT, tp_hlo_reduce(b, tp_bin(b, TP_HLO_MUL, a, a), tp_hlo_constant(b, x.dtype, 0),
+                                                   TP_HLO_ADD, 1, &last));
+  } else {
+    r = tp_hlo_reduce(b, tp_bin(b, TP_HLO_POW, a, tp_k(b, p, a)), tp_hlo_constant(b, x.dtype, 0), TP_HLO_ADD, 1, &last);
+    r = tp_bin(b, TP_HLO_POW, r, tp_k(b, 1.0 / p, r));
+  }
+  return tp_hlo_reshape(b, r, x.ndim, kd);
+}
+
+tp_status_t *tp_infer_renorm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
+  const tp_meta_t *x = &args[0].meta;
+  bool fl = tp_dtype_is_float(x->dtype);
+  /* (self, p, dim, maxnorm); p shapes the program. */
+  if (n_args < 4 || args[1].kind != TP_ARG_SCALAR || args[2].kind != TP_ARG_INT ||
+      args[3].kind != TP_ARG_SCALAR || !fl || x->ndim < 1 || tp_norm_dim(args[2].i, x->ndim) < 0)
+    return tp_make_status(TP_UNIMPLEMENTED, "renorm: arguments");
+  double p = tp_dtype_is_float(args[1].meta.dtype) ? args[1].f : (double)args[1].i;
+  if (!(p > 0)) return tp_make_status(TP_UNIMPLEMENTED, "renorm: p");
+  args[1].kind = TP_ARG_FLOAT;
+  args[1].f = p;
+  args[3].scalar_dtype = TP_DTYPE_F64;
+  return NULL;
+}
+
+void tp_emit_renorm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *om = &out_meta[0];
+  tp_dtype_t md = tp_math_dtype(om->dtype);
+  /* CPU: the norm of each slice along dim, in float for 16-bit types, then (in the input's
+   * type) factor = norm > maxnorm ? maxnorm / (norm + 1e-7) : 1, and self * factor. */
+  tp_hlo_value_t x = in[0];
+  int d = tp_norm_dim(args[2].i, x.ndim);
+  tp_dtype_t dt = om->dtype;
+  /* |d| first, the rest flattened: one row per slice. */
+  int64_t perm[TP_MAX_DIMS];
+  perm[0] = d;
+  for (int i = 0, k = 1; i < x.ndim; i++)
+    if (i != d) perm[k++] = i;
+  tp_hlo_value_t v = tp_hlo_transpose(b, x, perm);
+  int64_t n = x.dims[d], rest = tp_hlo_numel(&x) / (n ? n : 1), sh[2] = {n, rest};
+  v = tp_hlo_convert(b, tp_hlo_reshape(b, v, 2, sh), md);
+  tp_hlo_value_t nrm = norm_last(b, v, args[1].f); /* [n, 1] in md */
+  tp_hlo_value_t maxn = tp_hlo_convert(b, in[3], TP_DTYPE_F64);
+  int64_t one[2] = {n, 1};
+  tp_hlo_value_t nd = tp_hlo_convert(b, nrm, dt); /* rounded to the input's type */
+  tp_hlo_value_t big = tp_hlo_compare(b, TP_CMP_GT, tp_hlo_convert(b, nd, TP_DTYPE_F64), tp_hlo_broadcast_to(b, maxn, 2, one));
+  tp_hlo_value_t mt = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], dt), 2, one);
+  tp_hlo_value_t eps = tp_hlo_broadcast_to(b, tp_hlo_convert(b, tp_hlo_constant(b, TP_DTYPE_F64, 1e-7), dt), 2, one);
+  tp_hlo_value_t den = tp_bin(b, TP_HLO_ADD, nd, eps);
+  tp_hlo_value_t f = tp_hlo_select(b, big, tp_bin(b, TP_HLO_DIV, mt, den), tp_k(b, 1, nd));
+  tp_hlo_value_t xs = tp_hlo_transpose(b, x, perm);
+  int64_t tsh[TP_MAX_DIMS], bdim[1] = {0};
+  memcpy(tsh, xs.dims, sizeof(tsh));
+  tp_hlo_value_t fb = tp_hlo_broadcast_in_dim(b, tp_hlo_reshape(b, f, 1, &n), xs.ndim, tsh, bdim);
+  tp_hlo_value_t r = tp_hlo_convert(b, tp_bin(b, TP_HLO_MUL, tp_hlo_convert(b, xs, md), tp_hlo_convert(b, fb, md)), dt);
+  int64_t inv[TP_MAX_DIMS];
+  for (int i = 0; i < x.ndim; i++) inv[perm[i]] = i;
+  out[0] = tp_hlo_transpose(b, r, inv);
 }
