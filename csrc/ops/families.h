@@ -92,7 +92,7 @@ typedef enum {
   TP_PAD_REPLICATION_BACKWARD = TP_PADF_REPLICATION | TP_PADF_BACKWARD,
 } tp_pad_mode_t;
 
-/* Max pooling (pool.c): the fields a max_pool code packs (2-d unless 3D), and their combinations;
+/* Max pooling (maxpool.c): the fields a max_pool code packs (2-d unless 3D), and their combinations;
  * a max_unpool code is its spatial rank. */
 enum { TP_MPF_BACKWARD = 1, TP_MPF_3D = 2, TP_MPF_ADAPTIVE = 4 };
 typedef enum {
@@ -191,7 +191,7 @@ typedef enum {
   TP_CX_ANGLE,
 } tp_complex_t;
 
-/* Factorization family codes (lu.c). */
+/* Factorization family codes (linalg_lu.c). */
 typedef enum {
   TP_FAC_LU_FACTOR_EX, TP_FAC_LU, TP_FAC_LU_UNPACK, TP_FAC_LU_SOLVE, TP_FAC_SOLVE_EX,
   TP_FAC_INV_EX, TP_FAC_DET, TP_FAC_SLOGDET, TP_FAC_GEQRF, TP_FAC_HOUSEHOLDER, TP_FAC_ORMQR,
@@ -292,7 +292,7 @@ TP_DECLARE_OP(tp_infer_sort, tp_emit_sort)
 TP_DECLARE_OP(tp_infer_mode, tp_emit_mode)
 TP_DECLARE_OP(tp_infer_median, tp_emit_median)
 TP_DECLARE_OP(tp_infer_search, tp_emit_search)
-/* pool.c */
+/* maxpool.c */
 TP_DECLARE_OP(tp_infer_max_pool, tp_emit_max_pool)
 TP_DECLARE_OP(tp_infer_max_unpool, tp_emit_max_unpool)
 /* avgpool.c */
@@ -317,7 +317,7 @@ TP_DECLARE_OP(tp_infer_fft, tp_emit_fft)
 TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 /* triangular.c */
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
-/* lu.c */
+/* linalg_lu.c, with linalg_qr.c and linalg_eigh.c */
 TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 /* rnn.c */
 TP_DECLARE_OP(tp_infer_rnn, tp_emit_rnn)

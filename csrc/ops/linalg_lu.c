@@ -1,6 +1,7 @@
-/* Factorization family: LU with partial pivoting and what PyTorch builds on it (unpacking, LU
+/* Factorization family: its rows' infer and emit, and LU with partial pivoting and what PyTorch builds on it (unpacking, LU
  * solves, solve, inverse, det, slogdet), and Householder QR with its Q products (geqrf,
- * householder_product, ormqr, linalg_qr). Results are unique given LAPACK's conventions, which
+ * householder_product, ormqr, linalg_qr; linalg_qr.c), symmetric eigenvalues and singular values
+ * (linalg_eigh.c). Results are unique given LAPACK's conventions, which
  * these follow so that they match CPU: getrf takes as pivot the first row of largest magnitude in
  * the column and scales the column by the pivot's reciprocal; geqrf's reflector has
  * beta = -sign(alpha) * norm and tau = (beta - alpha) / beta. Each factorization is one
@@ -10,71 +11,7 @@
 #include <float.h>
 #include <string.h>
 
-#include "ops/families.h"
-
-/* ---- small helpers ---- */
-
-static tp_hlo_value_t ci(tp_hlo_builder_t *b, int64_t v) {
-  return tp_hlo_constant_i(b, TP_DTYPE_I32, v);
-}
-
-static tp_hlo_value_t fill(tp_hlo_builder_t *b, tp_dtype_t dt, double v, int ndim,
-                           const int64_t *dims) {
-  return tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, v), ndim, dims);
-}
-
-/* |x| placed into a value of shape |dims| along the dims |map|. */
-static tp_hlo_value_t spread(tp_hlo_builder_t *b, tp_hlo_value_t x, int ndim, const int64_t *dims,
-                             const int64_t *map) {
-  return tp_hlo_broadcast_in_dim(b, x, ndim, dims, map);
-}
-
-static tp_hlo_value_t reduce1(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_binary_t op,
-                              double init, int64_t dim) {
-  return tp_hlo_reduce(b, x, tp_hlo_constant(b, x.dtype, init), op, 1, &dim);
-}
-
-/* Swaps the last two dims. */
-static tp_hlo_value_t mt(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  int64_t perm[TP_MAX_DIMS];
-  for (int i = 0; i < x.ndim; i++) perm[i] = i;
-  perm[x.ndim - 2] = x.ndim - 1;
-  perm[x.ndim - 1] = x.ndim - 2;
-  return tp_hlo_transpose(b, x, perm);
-}
-
-/* [batch..., r, c] -> [prod(batch), r, c] (|tail| trailing dims kept). */
-static tp_hlo_value_t flat(tp_hlo_builder_t *b, tp_hlo_value_t x, int tail) {
-  int64_t d[3], bt = 1;
-  for (int i = 0; i < x.ndim - tail; i++) bt *= x.dims[i];
-  d[0] = bt;
-  for (int i = 0; i < tail; i++) d[1 + i] = x.dims[x.ndim - tail + i];
-  return tp_hlo_reshape(b, x, 1 + tail, d);
-}
-
-static tp_hlo_value_t unflat(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_meta_t *m) {
-  return tp_hlo_reshape(b, x, m->ndim, m->sizes);
-}
-
-/* Column |k| (scalar i32) of [bt, m, n] as [bt, m]; row |k| as [bt, n]. */
-static tp_hlo_value_t column(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t k) {
-  tp_hlo_value_t z = ci(b, 0), st[3] = {z, z, k};
-  int64_t sz[3] = {a.dims[0], a.dims[1], 1};
-  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, a, st, sz), 2, a.dims);
-}
-
-static tp_hlo_value_t row(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t k) {
-  tp_hlo_value_t z = ci(b, 0), st[3] = {z, k, z};
-  int64_t sz[3] = {a.dims[0], 1, a.dims[2]}, d2[2] = {a.dims[0], a.dims[2]};
-  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, a, st, sz), 2, d2);
-}
-
-/* Entry |k| of the last dim of [bt, n] as [bt]. */
-static tp_hlo_value_t entry(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_hlo_value_t k) {
-  tp_hlo_value_t st[2] = {ci(b, 0), k};
-  int64_t sz[2] = {v.dims[0], 1};
-  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, v, st, sz), 1, v.dims);
-}
+#include "ops/linalg_factor.h"
 
 /* ---- LU ---- */
 
@@ -239,14 +176,6 @@ static tp_hlo_value_t pivots_sign(tp_hlo_builder_t *b, tp_hlo_value_t piv, tp_dt
   return tp_hlo_convert(b, s, dt);
 }
 
-/* Diagonal of [bt, n, n] as [bt, n]. */
-static tp_hlo_value_t diagonal(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  tp_hlo_value_t r = tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1);
-  tp_hlo_value_t c = tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2);
-  return reduce1(b, tp_sel(b, tp_cmp(b, TP_CMP_EQ, r, c), x, fill(b, x.dtype, 0, 3, x.dims)), TP_HLO_ADD,
-                 0, 2);
-}
-
 /* Keeps the entries of [bt, r, c] with col - row >= lo (upper) or <= hi (lower); others 0. */
 static tp_hlo_value_t band(tp_hlo_builder_t *b, tp_hlo_value_t x, bool upper, int64_t off) {
   tp_hlo_value_t r = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, x.ndim - 2);
@@ -255,279 +184,6 @@ static tp_hlo_value_t band(tp_hlo_builder_t *b, tp_hlo_value_t x, bool upper, in
   tp_hlo_value_t keep = tp_cmp(b, upper ? TP_CMP_GE : TP_CMP_LE, diff,
                             fill(b, TP_DTYPE_I64, (double)off, x.ndim, x.dims));
   return tp_sel(b, keep, x, fill(b, x.dtype, 0, x.ndim, x.dims));
-}
-
-/* ---- QR ---- */
-
-/* geqrf of |a| [bt, m, n]: reflectors below the diagonal, R on and above it, tau [bt, k]. */
-static void emit_geqrf(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t *out_qr,
-                       tp_hlo_value_t *out_tau) {
-  int64_t bt = a.dims[0], m = a.dims[1], n = a.dims[2], k = m < n ? m : n;
-  int64_t d2[2] = {bt, m}, dt2[2] = {bt, k}, d3[3] = {bt, m, n};
-  const int64_t m01[2] = {0, 1}, m02[2] = {0, 2}, m0 = 0;
-  tp_dtype_t dt = a.dtype;
-  tp_hlo_value_t tau = fill(b, dt, 0, 2, dt2);
-  if (k == 0 || bt == 0) {
-    *out_qr = a, *out_tau = tau;
-    return;
-  }
-  tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
-  tp_hlo_value_t rows3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1);
-  tp_hlo_value_t cols3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2);
-  tp_hlo_value_t init[3] = {ci(b, 0), a, tau}, s[3], res[3];
-  tp_hlo_while_begin(b, init, 3, s);
-  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
-  tp_hlo_value_t kk = s[0], A = s[1];
-  tp_hlo_value_t k2 = tp_hlo_broadcast_to(b, kk, 2, d2), k3 = tp_hlo_broadcast_to(b, kk, 3, d3);
-  tp_hlo_value_t col = column(b, A, kk);
-  tp_hlo_value_t zero2 = fill(b, dt, 0, 2, d2), zero1 = fill(b, dt, 0, 1, &bt);
-  tp_hlo_value_t below2 = tp_cmp(b, TP_CMP_GT, rows2, k2);
-  tp_hlo_value_t x = tp_sel(b, below2, col, zero2);
-  tp_hlo_value_t xnorm = tp_hlo_unary(b, TP_HLO_SQRT, reduce1(b, tp_bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1));
-  tp_hlo_value_t alpha = entry(b, col, kk);
-  /* beta = -sign(alpha) * hypot(alpha, xnorm), the hypot as lapy2 forms it. */
-  tp_hlo_value_t aa = tp_hlo_unary(b, TP_HLO_ABS, alpha);
-  tp_hlo_value_t w = tp_bin(b, TP_HLO_MAX, aa, xnorm), z = tp_bin(b, TP_HLO_MIN, aa, xnorm);
-  tp_hlo_value_t q = tp_bin(b, TP_HLO_DIV, z, w);
-  tp_hlo_value_t one1 = fill(b, dt, 1, 1, &bt);
-  tp_hlo_value_t hyp = tp_bin(b, TP_HLO_MUL, w, tp_hlo_unary(b, TP_HLO_SQRT, tp_bin(b, TP_HLO_ADD, one1, tp_bin(b, TP_HLO_MUL, q, q))));
-  hyp = tp_sel(b, tp_cmp(b, TP_CMP_EQ, z, zero1), w, hyp);
-  tp_hlo_value_t beta = tp_sel(b, tp_cmp(b, TP_CMP_GE, alpha, zero1), tp_hlo_unary(b, TP_HLO_NEG, hyp), hyp);
-  tp_hlo_value_t trivial = tp_cmp(b, TP_CMP_EQ, xnorm, zero1);
-  tp_hlo_value_t t = tp_sel(b, trivial, zero1, tp_bin(b, TP_HLO_DIV, tp_bin(b, TP_HLO_SUB, beta, alpha), beta));
-  beta = tp_sel(b, trivial, alpha, beta);
-  tp_hlo_value_t scale = tp_bin(b, TP_HLO_DIV, one1, tp_bin(b, TP_HLO_SUB, alpha, beta));
-  tp_hlo_value_t vlow = tp_sel(b, spread(b, trivial, 2, d2, &m0), x,
-                            tp_bin(b, TP_HLO_MUL, x, spread(b, scale, 2, d2, &m0)));
-  tp_hlo_value_t is_k2 = tp_cmp(b, TP_CMP_EQ, rows2, k2);
-  tp_hlo_value_t v = tp_sel(b, is_k2, fill(b, dt, 1, 2, d2), vlow); /* zero above k */
-  /* Apply H = I - tau v v^T to the columns right of k: A -= v (tau v^T A). */
-  const int64_t bd = 0, vc = 1, ac = 1;
-  tp_hlo_value_t wv = tp_hlo_dot_general(b, v, A, 1, &bd, &bd, 1, &vc, &ac, dt); /* [bt, n] */
-  tp_hlo_value_t tw = tp_bin(b, TP_HLO_MUL, spread(b, tp_hlo_unary(b, TP_HLO_NEG, t), 2, (int64_t[]){bt, n}, &m0), wv);
-  tp_hlo_value_t upd = tp_bin(b, TP_HLO_ADD, A, tp_bin(b, TP_HLO_MUL, spread(b, v, 3, d3, m01), spread(b, tw, 3, d3, m02)));
-  tp_hlo_value_t right = tp_cmp(b, TP_CMP_GT, cols3, k3), on = tp_cmp(b, TP_CMP_EQ, cols3, k3);
-  tp_hlo_value_t lower = tp_cmp(b, TP_CMP_GE, rows3, k3);
-  tp_hlo_value_t newcol = tp_sel(b, is_k2, spread(b, beta, 2, d2, &m0), tp_sel(b, below2, vlow, col));
-  A = tp_sel(b, tp_hlo_binary(b, TP_HLO_AND, lower, right), upd,
-          tp_sel(b, on, spread(b, newcol, 3, d3, m01), A));
-  tp_hlo_value_t tst[2] = {ci(b, 0), kk};
-  int64_t d1[2] = {bt, 1};
-  tp_hlo_value_t ntau = tp_hlo_dynamic_update_slice(b, s[2], tp_hlo_reshape(b, t, 2, d1), tst);
-  tp_hlo_value_t next[3] = {tp_bin(b, TP_HLO_ADD, kk, ci(b, 1)), A, ntau};
-  tp_hlo_while_end(b, next, res);
-  *out_qr = res[1], *out_tau = res[2];
-}
-
-/* Applies the reflectors H_i = I - tau_i v_i v_i^T (v_i from column i of |refl| [bt, r, kr],
- * unit at i, zero above) to |c| [bt, r, cc] from the left (or [bt, cc, r] from the right), for
- * i in 0..k-1 ascending or descending. */
-static tp_hlo_value_t apply_reflectors(tp_hlo_builder_t *b, tp_hlo_value_t refl, tp_hlo_value_t tau,
-                                       tp_hlo_value_t c, bool left, bool ascending) {
-  int64_t bt = refl.dims[0], r = refl.dims[1], k = tau.dims[1];
-  if (k == 0 || bt == 0 || tp_hlo_numel(&c) == 0) return c;
-  tp_dtype_t dt = c.dtype;
-  int64_t d2[2] = {bt, r};
-  const int64_t m0 = 0, m01[2] = {0, 1}, m02[2] = {0, 2};
-  tp_hlo_value_t rows2 = tp_hlo_iota(b, TP_DTYPE_I32, 2, d2, 1);
-  tp_hlo_value_t init[2] = {ci(b, 0), c}, s[2], res[2];
-  tp_hlo_while_begin(b, init, 2, s);
-  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, s[0], ci(b, k)), s);
-  tp_hlo_value_t i = ascending ? s[0] : tp_bin(b, TP_HLO_SUB, ci(b, k - 1), s[0]);
-  tp_hlo_value_t C = s[1];
-  tp_hlo_value_t i2 = tp_hlo_broadcast_to(b, i, 2, d2);
-  tp_hlo_value_t col = column(b, refl, i);
-  tp_hlo_value_t v = tp_sel(b, tp_cmp(b, TP_CMP_EQ, rows2, i2), fill(b, dt, 1, 2, d2),
-                         tp_sel(b, tp_cmp(b, TP_CMP_GT, rows2, i2), col, fill(b, dt, 0, 2, d2)));
-  tp_hlo_value_t ti = tp_hlo_unary(b, TP_HLO_NEG, entry(b, tau, i));
-  const int64_t bd = 0, vc = 1, cl = 1, cr = 2;
-  if (left) { /* C -= v (tau v^T C) */
-    tp_hlo_value_t w = tp_hlo_dot_general(b, v, C, 1, &bd, &bd, 1, &vc, &cl, dt); /* [bt, cc] */
-    w = tp_bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
-    C = tp_bin(b, TP_HLO_ADD, C, tp_bin(b, TP_HLO_MUL, spread(b, v, 3, C.dims, m01), spread(b, w, 3, C.dims, m02)));
-  } else { /* C -= (C v tau) v^T */
-    tp_hlo_value_t w = tp_hlo_dot_general(b, C, v, 1, &bd, &bd, 1, &cr, &vc, dt); /* [bt, cc] */
-    w = tp_bin(b, TP_HLO_MUL, spread(b, ti, 2, w.dims, &m0), w);
-    C = tp_bin(b, TP_HLO_ADD, C, tp_bin(b, TP_HLO_MUL, spread(b, w, 3, C.dims, m01), spread(b, v, 3, C.dims, m02)));
-  }
-  tp_hlo_value_t next[2] = {tp_bin(b, TP_HLO_ADD, s[0], ci(b, 1)), C};
-  tp_hlo_while_end(b, next, res);
-  return res[1];
-}
-
-/* orgqr: the first |cols| columns of H_0 ... H_{k-1} for reflectors in |refl| [bt, m, *]. */
-static tp_hlo_value_t emit_orgqr(tp_hlo_builder_t *b, tp_hlo_value_t refl, tp_hlo_value_t tau,
-                                 int64_t cols) {
-  int64_t d3[3] = {refl.dims[0], refl.dims[1], cols};
-  tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
-                                             tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
-                                      refl.dtype);
-  return apply_reflectors(b, refl, tau, eye, true, false);
-}
-
-/* ---- symmetric eigenvalues (Jacobi) ---- */
-
-/* Rows |p|, |q| of [bt, r, c] rotated: row_p' = c row_p - s row_q, row_q' = s row_p + c row_q
- * (|c|, |s| [bt]); along dim 2 for columns when |cols|. */
-static tp_hlo_value_t rotate(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t p,
-                             tp_hlo_value_t q, tp_hlo_value_t c, tp_hlo_value_t s, bool cols) {
-  int64_t bt = x.dims[0];
-  tp_hlo_value_t z = ci(b, 0);
-  tp_hlo_value_t sp[3] = {z, cols ? z : p, cols ? p : z}, sq[3] = {z, cols ? z : q, cols ? q : z};
-  int64_t sz[3] = {bt, cols ? x.dims[1] : 1, cols ? 1 : x.dims[2]};
-  const int64_t m0 = 0;
-  tp_hlo_value_t xp = tp_hlo_dynamic_slice(b, x, sp, sz), xq = tp_hlo_dynamic_slice(b, x, sq, sz);
-  tp_hlo_value_t cc = spread(b, c, 3, sz, &m0), ss = spread(b, s, 3, sz, &m0);
-  tp_hlo_value_t np = tp_bin(b, TP_HLO_SUB, tp_bin(b, TP_HLO_MUL, cc, xp), tp_bin(b, TP_HLO_MUL, ss, xq));
-  tp_hlo_value_t nq = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, ss, xp), tp_bin(b, TP_HLO_MUL, cc, xq));
-  x = tp_hlo_dynamic_update_slice(b, x, np, sp);
-  return tp_hlo_dynamic_update_slice(b, x, nq, sq);
-}
-
-/* Writes the [bt] values |v| at (i, j) of [bt, n, n]. */
-static tp_hlo_value_t put(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t i, tp_hlo_value_t j,
-                          tp_hlo_value_t v) {
-  tp_hlo_value_t st[3] = {ci(b, 0), i, j};
-  int64_t d[3] = {x.dims[0], 1, 1};
-  return tp_hlo_dynamic_update_slice(b, x, tp_hlo_reshape(b, v, 3, d), st);
-}
-
-static tp_hlo_value_t at2(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t i, tp_hlo_value_t j) {
-  tp_hlo_value_t st[3] = {ci(b, 0), i, j};
-  int64_t d[3] = {x.dims[0], 1, 1};
-  return tp_hlo_reshape(b, tp_hlo_dynamic_slice(b, x, st, d), 1, x.dims);
-}
-
-/* The pair loop of a Jacobi sweep: (p, q) run over p < q in row order, carried as loop state
- * next to the matrix (t counts pairs). */
-static void pairs_begin(tp_hlo_builder_t *b, tp_hlo_value_t x, int64_t n, tp_hlo_value_t *t) {
-  tp_hlo_value_t init[4] = {ci(b, 0), ci(b, 0), ci(b, 1), x};
-  tp_hlo_while_begin(b, init, 4, t);
-  tp_hlo_while_body(b, tp_cmp(b, TP_CMP_LT, t[0], ci(b, n * (n - 1) / 2)), t);
-}
-
-static tp_hlo_value_t pairs_end(tp_hlo_builder_t *b, const tp_hlo_value_t *t, int64_t n,
-                                tp_hlo_value_t x) {
-  tp_hlo_value_t q1 = tp_bin(b, TP_HLO_ADD, t[2], ci(b, 1)), p1 = tp_bin(b, TP_HLO_ADD, t[1], ci(b, 1));
-  tp_hlo_value_t wrap = tp_cmp(b, TP_CMP_EQ, q1, ci(b, n));
-  tp_hlo_value_t next[4] = {tp_bin(b, TP_HLO_ADD, t[0], ci(b, 1)), tp_sel(b, wrap, p1, t[1]),
-                            tp_sel(b, wrap, tp_bin(b, TP_HLO_ADD, p1, ci(b, 1)), q1), x};
-  tp_hlo_value_t res[4];
-  tp_hlo_while_end(b, next, res);
-  return res[3];
-}
-
-/* The Jacobi rotation (tangent |tan|, cosine |c|, sine |sn|, per batch [bt]) that zeroes the
- * off-diagonal |g| of the symmetric 2x2 [[a, g], [g, d]]: the smaller-angle root, identity where
- * g is 0. */
-static void jacobi_rotation(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_t d,
-                            tp_hlo_value_t g, tp_hlo_value_t *tan, tp_hlo_value_t *c,
-                            tp_hlo_value_t *sn) {
-  tp_dtype_t dt = a.dtype;
-  int64_t bt = a.dims[0];
-  tp_hlo_value_t zero = fill(b, dt, 0, 1, &bt), one = fill(b, dt, 1, 1, &bt);
-  tp_hlo_value_t nz = tp_cmp(b, TP_CMP_NE, g, zero);
-  tp_hlo_value_t tau = tp_bin(b, TP_HLO_DIV, tp_bin(b, TP_HLO_SUB, d, a),
-                           tp_bin(b, TP_HLO_MUL, fill(b, dt, 2, 1, &bt), tp_sel(b, nz, g, one)));
-  tp_hlo_value_t root = tp_hlo_unary(b, TP_HLO_SQRT, tp_bin(b, TP_HLO_ADD, one, tp_bin(b, TP_HLO_MUL, tau, tau)));
-  tp_hlo_value_t tt = tp_bin(b, TP_HLO_DIV, one, tp_bin(b, TP_HLO_ADD, tp_hlo_unary(b, TP_HLO_ABS, tau), root));
-  tt = tp_sel(b, tp_cmp(b, TP_CMP_GE, tau, zero), tt, tp_hlo_unary(b, TP_HLO_NEG, tt));
-  tt = tp_sel(b, nz, tt, zero);
-  *c = tp_bin(b, TP_HLO_DIV, one, tp_hlo_unary(b, TP_HLO_SQRT, tp_bin(b, TP_HLO_ADD, one, tp_bin(b, TP_HLO_MUL, tt, tt))));
-  *sn = tp_bin(b, TP_HLO_MUL, tt, *c);
-  *tan = tt;
-}
-
-/* Eigenvalues of the symmetric [bt, n, n] |s| (float64), unsorted: cyclic Jacobi rotations until
- * the off-diagonal part is negligible. Eigenvalues are unique, so any accurate method matches
- * LAPACK's within its own error; working in float64 keeps ours well inside it for float32. */
-static tp_hlo_value_t emit_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
-  int64_t bt = s.dims[0], n = s.dims[1];
-  tp_dtype_t dt = s.dtype;
-  if (n > 1 && bt > 0) {
-    tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 2);
-    tp_hlo_value_t offd = tp_cmp(b, TP_CMP_NE, r3, c3), zero3 = fill(b, dt, 0, 3, s.dims);
-    const int64_t all[3] = {0, 1, 2};
-    tp_hlo_value_t init[2] = {ci(b, 0), s}, o[2], res[2];
-    tp_hlo_while_begin(b, init, 2, o);
-    {
-      tp_hlo_value_t sq = tp_bin(b, TP_HLO_MUL, o[1], o[1]);
-      tp_hlo_value_t off = reduce1(b, reduce1(b, tp_sel(b, offd, sq, zero3), TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t tot = reduce1(b, reduce1(b, sq, TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t big = tp_cmp(b, TP_CMP_GT, off, tp_bin(b, TP_HLO_MUL, tot, fill(b, dt, 1e-30, 1, &bt)));
-      tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, all);
-      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
-    }
-    tp_hlo_value_t t[4], swept;
-    pairs_begin(b, o[1], n, t);
-    {
-      tp_hlo_value_t p = t[1], q = t[2];
-      tp_hlo_value_t x = t[3];
-      tp_hlo_value_t app = at2(b, x, p, p), aqq = at2(b, x, q, q), apq = at2(b, x, p, q);
-      tp_hlo_value_t tt, c, sn, zero = fill(b, dt, 0, 1, &bt);
-      jacobi_rotation(b, app, aqq, apq, &tt, &c, &sn);
-      tp_hlo_value_t y = rotate(b, rotate(b, x, p, q, c, sn, false), p, q, c, sn, true);
-      y = put(b, y, p, p, tp_bin(b, TP_HLO_SUB, app, tp_bin(b, TP_HLO_MUL, tt, apq)));
-      y = put(b, y, q, q, tp_bin(b, TP_HLO_ADD, aqq, tp_bin(b, TP_HLO_MUL, tt, apq)));
-      y = put(b, put(b, y, p, q, zero), q, p, zero);
-      swept = pairs_end(b, t, n, y);
-    }
-    tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
-    tp_hlo_while_end(b, onext, res);
-    s = res[1];
-  }
-  return diagonal(b, s);
-}
-
-/* Singular values of [bt, m, n] |x| (float64, m >= n), unsorted: one-sided Jacobi rotations of
- * column pairs until the columns are orthogonal, then the column norms. Accurate to a few ulps
- * relative to each value (no Gram matrix is formed), so float64 matches LAPACK too. */
-static tp_hlo_value_t emit_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  int64_t bt = x.dims[0], n = x.dims[2];
-  tp_dtype_t dt = x.dtype;
-  int64_t g3[3] = {bt, n, n};
-  const int64_t bd = 0, c1 = 1;
-  if (n > 1 && bt > 0) {
-    tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 2);
-    tp_hlo_value_t offd = tp_cmp(b, TP_CMP_NE, r3, c3);
-    const int64_t m01[2] = {0, 1}, m02[2] = {0, 2};
-    tp_hlo_value_t init[2] = {ci(b, 0), x}, o[2], res[2];
-    tp_hlo_while_begin(b, init, 2, o);
-    {
-      tp_hlo_value_t g = tp_hlo_dot_general(b, o[1], o[1], 1, &bd, &bd, 1, &c1, &c1, dt);
-      tp_hlo_value_t d = diagonal(b, g);
-      tp_hlo_value_t dd = tp_bin(b, TP_HLO_MUL, spread(b, d, 3, g3, m01), spread(b, d, 3, g3, m02));
-      tp_hlo_value_t lim = tp_bin(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_SQRT, dd), fill(b, dt, 1e-15, 3, g3));
-      tp_hlo_value_t big = tp_hlo_binary(b, TP_HLO_AND, offd, tp_cmp(b, TP_CMP_GT, tp_hlo_unary(b, TP_HLO_ABS, g), lim));
-      const int64_t dims3[3] = {0, 1, 2};
-      tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 3, dims3);
-      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
-    }
-    tp_hlo_value_t t[4], swept;
-    pairs_begin(b, o[1], n, t);
-    {
-      tp_hlo_value_t p = t[1], q = t[2];
-      tp_hlo_value_t y = t[3];
-      tp_hlo_value_t cp = column(b, y, p), cq = column(b, y, q);
-      tp_hlo_value_t alpha = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t beta = reduce1(b, tp_bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t gamma = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t tt, c, sn;
-      jacobi_rotation(b, alpha, beta, gamma, &tt, &c, &sn);
-      swept = pairs_end(b, t, n, rotate(b, y, p, q, c, sn, true));
-    }
-    tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
-    tp_hlo_while_end(b, onext, res);
-    x = res[1];
-  }
-  tp_hlo_value_t sq = reduce1(b, tp_bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1);
-  return tp_hlo_unary(b, TP_HLO_SQRT, sq);
-}
-
-static tp_hlo_value_t sort_last(tp_hlo_builder_t *b, tp_hlo_value_t x, bool descending) {
-  tp_hlo_value_t outs[1];
-  if (x.dims[x.ndim - 1] <= 1) return x;
-  return tp_hlo_sort(b, &x, 1, x.ndim - 1, descending, outs);
 }
 
 /* ---- the ops ---- */
@@ -896,13 +552,13 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     }
     case TP_FAC_GEQRF: {
       tp_hlo_value_t qr, tau;
-      emit_geqrf(b, flat(b, a, 2), &qr, &tau);
+      tp_factor_geqrf(b, flat(b, a, 2), &qr, &tau);
       out[0] = unflat(b, qr, &out_meta[0]);
       out[1] = unflat(b, tau, &out_meta[1]);
       return;
     }
     case TP_FAC_HOUSEHOLDER: {
-      tp_hlo_value_t q = emit_orgqr(b, flat(b, a, 2), flat(b, in[1], 1), n);
+      tp_hlo_value_t q = tp_factor_orgqr(b, flat(b, a, 2), flat(b, in[1], 1), n);
       out[0] = unflat(b, q, &out_meta[0]);
       return;
     }
@@ -911,7 +567,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       /* Q = H_0 ... H_{k-1}: Q C applies the last first, Q^T C the first first; on the right,
        * C Q the first first. */
       bool ascending = left ? trans : !trans;
-      tp_hlo_value_t c = apply_reflectors(b, flat(b, a, 2), flat(b, in[1], 1), flat(b, in[2], 2),
+      tp_hlo_value_t c = tp_factor_apply_reflectors(b, flat(b, a, 2), flat(b, in[1], 1), flat(b, in[2], 2),
                                           left, ascending);
       out[0] = unflat(b, c, &out_meta[0]);
       return;
@@ -920,7 +576,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
       bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
       tp_hlo_value_t qr, tau;
-      emit_geqrf(b, flat(b, a, 2), &qr, &tau);
+      tp_factor_geqrf(b, flat(b, a, 2), &qr, &tau);
       int64_t bt = qr.dims[0], rr = complete ? m : k;
       const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
       int64_t rl[3] = {bt, rr, n};
@@ -930,7 +586,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
         out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
         return;
       }
-      out[0] = unflat(b, emit_orgqr(b, qr, tau, complete ? m : k), &out_meta[0]);
+      out[0] = unflat(b, tp_factor_orgqr(b, qr, tau, complete ? m : k), &out_meta[0]);
       return;
     }
     case TP_FAC_CHOLESKY_INVERSE: { /* (L L^T)^-1 = L^-T L^-1, or U^-1 U^-T, as potri */
@@ -956,7 +612,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       /* The chosen triangle mirrored: the other one is never read. */
       tp_hlo_value_t t = band(b, x, !lower, 0), strict = band(b, x, !lower, lower ? -1 : 1);
       tp_hlo_value_t sym = tp_bin(b, TP_HLO_ADD, t, mt(b, strict));
-      tp_hlo_value_t w = sort_last(b, emit_sym_eigvals(b, sym), false);
+      tp_hlo_value_t w = tp_factor_sort_last(b, tp_factor_sym_eigvals(b, sym), false);
       out[0] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[0]);
       out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
       return;
@@ -964,7 +620,7 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
     case TP_FAC_SVDVALS: {
       tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
       if (m < n) x = mt(b, x); /* the same values; columns the shorter side */
-      tp_hlo_value_t w = sort_last(b, emit_svals(b, x), true);
+      tp_hlo_value_t w = tp_factor_sort_last(b, tp_factor_svals(b, x), true);
       out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
       out[1] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[1]);
       out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
