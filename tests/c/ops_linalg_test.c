@@ -1,5 +1,5 @@
-/* Linear algebra rows (linalg.c, lu.c): the factorizations' output shapes, the calls left to CPU,
- * and one program's golden text. Needs no device. */
+/* Linear algebra rows (linalg.c, linalg_lu.c, linalg_qr.c, linalg_eigh.c): the factorizations'
+ * output shapes, the calls left to CPU, and one program's golden text. Needs no device. */
 #include "ops/op.h"
 #include "op_args.h"
 #include "test.h"

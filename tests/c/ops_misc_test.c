@@ -1,5 +1,6 @@
-/* Stand-alone ops (misc.c): shape/dtype inference, the calls left to CPU, and that each emits a
- * program. Needs no device. */
+/* Stand-alone ops that once shared misc.c (equal, glu, mode, median, searchsorted, index_copy,
+ * masked_scatter): shape/dtype inference, the calls left to CPU, and that each emits a program.
+ * Needs no device. */
 #include <string.h>
 
 #include "hlo/builder.h"

@@ -1,4 +1,4 @@
-/* Neural-net rows (conv.c, nn.c): the dtype rules of convolution, dropout backward and batch norm
+/* Neural-net rows (conv.c, activation.c, norm.c): the dtype rules of convolution, dropout backward and batch norm
  * that follow CPU. Needs no device. */
 #include "ops/op.h"
 #include "op_args.h"

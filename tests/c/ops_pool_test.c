@@ -1,4 +1,4 @@
-/* Pooling (avgpool.c, pool.c): average pooling's output sizes, dtypes and golden text; max pooling,
+/* Pooling (avgpool.c, maxpool.c): average pooling's output sizes, dtypes and golden text; max pooling,
  * adaptive max pooling and max_unpool's inference, the calls left to CPU, and that each emits a
  * program. Needs no device. */
 #include <string.h>
