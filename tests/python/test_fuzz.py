@@ -86,13 +86,6 @@ KNOWN = [
          "v1 = torch.div(v0, False)"],
         lambda f: f["kind"] == "value" and re.search(r"torch\.div\(|/", _stmt(f))
         and "tpu 0.0 vs CPU nan" in f["detail"]),
-    Bug("output_strides_contiguous",
-        "elementwise results are always contiguous, while CPU's TensorIterator keeps the input's "
-        "layout: after clamp of a transposed tensor, .view(-1) works on tpu but raises on CPU",
-        ["v0 = make((2, 2), torch.bfloat16, 340746).to(dev)",
-         "v1 = torch.clamp(v0.transpose(1, 0), min=1.5)",
-         "v2 = v1.view([-1])"],
-        lambda f: f["kind"] == "missing_error" and "view size is not compatible" in f["detail"]),
 ]
 
 
