@@ -11,7 +11,7 @@ tp_layout_t tp_op_layout(const tp_op_def_t *op) {
    * bernoulli(p), mse_loss_backward and log_sigmoid_forward allocate row-major on CPU). */
   if (f == tp_infer_unary || f == tp_infer_binary || f == tp_infer_ternary ||
       f == tp_infer_special || f == tp_infer_activation || f == tp_infer_threshold_backward ||
-      (f == tp_infer_mse && c == 0) ||
+      (f == tp_infer_mse && c == TP_DIR_FORWARD) ||
       (f == tp_infer_random && c != TP_RAND_MULTINOMIAL && c != TP_RAND_BERNOULLI) ||
       (f == tp_infer_pointwise && c != TP_P_LOG_SIGMOID)) {
     l.kind = TP_LAYOUT_ITERATOR;
@@ -26,12 +26,14 @@ tp_layout_t tp_op_layout(const tp_op_def_t *op) {
   else if (f == tp_infer_conv_backward) first = 1, count = 2;
   else if (f == tp_infer_batch_norm) first = 0;
   else if (f == tp_infer_batch_norm_backward) first = 1;
-  else if (f == tp_infer_group_norm) first = c == 1;                /* 1: backward */
-  else if (f == tp_infer_max_unpool && c == 2) first = 0;           /* code: the rank */
-  else if (f == tp_infer_max_pool && (c & 6) != 6) first = c & 1;   /* bit 0 backward, 1 3-d, 2 adaptive */
-  else if (f == tp_infer_avg_pool && (c & 3) == 2) first = (c & 8) != 0; /* rank + 4 adaptive + 8 backward */
-  else if (f == tp_infer_upsample && !((c & 8) && (c & 3) == 3)) first = 0; /* a backward follows the gradient */
-  else if (f == tp_infer_pad_mode) first = (c & 2) != 0;            /* bit 1: backward */
+  else if (f == tp_infer_group_norm) first = c == TP_DIR_BACKWARD;
+  else if (f == tp_infer_max_unpool && c == TP_UNPOOL_2D) first = 0;
+  else if (f == tp_infer_max_pool && (c & (TP_MPF_3D | TP_MPF_ADAPTIVE)) != (TP_MPF_3D | TP_MPF_ADAPTIVE))
+    first = (c & TP_MPF_BACKWARD) != 0;
+  else if (f == tp_infer_avg_pool && (c & TP_APF_RANK) == 2) first = (c & TP_APF_BACKWARD) != 0;
+  else if (f == tp_infer_upsample && !((c & TP_UPF_BACKWARD) && (c & TP_UPF_RANK) == 3))
+    first = 0; /* a backward follows the gradient */
+  else if (f == tp_infer_pad_mode) first = (c & TP_PADF_BACKWARD) != 0;
   else if (f == tp_infer_index && c == TP_X_PAD) first = 0;
   if (first >= 0) {
     l.kind = TP_LAYOUT_SUGGESTED;
