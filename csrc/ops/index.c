@@ -169,6 +169,30 @@ static tp_status_t *index_positions_shape(const tp_op_arg_t *args, int n_args, i
   return NULL;
 }
 
+/* index_put with a boolean mask (x[mask] = v) whose values broadcast to the indexing result
+ * for any count of true elements (a scalar, a row of the trailing dims): x where the mask is
+ * false, v where it is true, with no count. |vx| gets the values' shape at self's rank (1 in
+ * the mask's dims). False when the values need the count: the CPU serves those. */
+static bool mask_put_shape(const tp_op_arg_t *args, const index_layout_t *l, int v, int64_t *vx) {
+  const tp_meta_t *x = &args[0].meta, *val = &args[v].meta;
+  if (l->mask < 0 || l->others) return false;
+  int span = args[l->mask].meta.ndim, at = l->at, trail = x->ndim - at - span, rn = at + 1 + trail;
+  if (val->ndim > rn) return false;
+  int64_t p[TP_MAX_DIMS + 1];
+  for (int i = 0; i < rn; i++) p[i] = i < rn - val->ndim ? 1 : val->sizes[i - (rn - val->ndim)];
+  if (p[at] != 1) return false;
+  for (int i = 0; i < at; i++) {
+    if (p[i] != 1 && p[i] != x->sizes[i]) return false;
+    vx[i] = p[i];
+  }
+  for (int j = 0; j < span; j++) vx[at + j] = 1;
+  for (int k = 0; k < trail; k++) {
+    if (p[at + 1 + k] != 1 && p[at + 1 + k] != x->sizes[at + span + k]) return false;
+    vx[at + span + k] = p[at + 1 + k];
+  }
+  return true;
+}
+
 /* index.Tensor's count argument: after the indices. */
 static tp_op_arg_t *index_count_arg(tp_op_arg_t *args, int n_args) {
   int c = 2 + list_count(args, n_args, 1);
@@ -299,7 +323,6 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
         out[0] = pos;
         return NULL;
       }
-      TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, -1, &pos));
       /* index_put(self, n, indices..., values, accumulate[, unsafe]) */
       int v = 2 + list_count(args, n_args, 1);
       if (v >= n_args || args[v].kind != TP_ARG_TENSOR)
@@ -310,6 +333,15 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
                               "for the destination and %s for the source.",
                               tp_dtype_scalar_type_name(args[0].meta.dtype),
                               tp_dtype_scalar_type_name(args[v].meta.dtype));
+      index_layout_t l;
+      tp_meta_t bshape;
+      int64_t vx[TP_MAX_DIMS];
+      TP_RETURN_IF_ERROR(index_layout(args, n_args, -1, &l, &bshape));
+      if (mask_put_shape(args, &l, v, vx)) {
+        out[0] = args[0].meta;
+        return NULL;
+      }
+      TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, -1, &pos));
       tp_meta_t check;
       TP_RETURN_IF_ERROR(tp_broadcast_shapes(&pos, &args[v].meta, &check));
       if (check.ndim != pos.ndim || memcmp(check.sizes, pos.sizes, sizeof(int64_t) * (size_t)pos.ndim))
@@ -501,14 +533,30 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       return;
     }
     case TP_X_INDEX_PUT: {
+      int v = 2 + list_count(args, n_args, 1);
+      bool acc = v + 1 < n_args && args[v + 1].kind == TP_ARG_INT && args[v + 1].i;
+      index_layout_t l;
+      tp_meta_t bshape;
+      int64_t vx[TP_MAX_DIMS];
+      if (!index_layout(args, n_args, -1, &l, &bshape) && mask_put_shape(args, &l, v, vx)) {
+        int64_t md[TP_MAX_DIMS];
+        int span = args[l.mask].meta.ndim;
+        for (int j = 0; j < span; j++) md[j] = l.at + j;
+        tp_hlo_value_t x = tp_hlo_convert(b, in[0], om->dtype);
+        tp_hlo_value_t m = tp_hlo_broadcast_in_dim(b, in[l.mask], om->ndim, om->sizes, md);
+        tp_hlo_value_t val = tp_hlo_broadcast_to(
+            b, tp_hlo_reshape(b, tp_hlo_convert(b, in[v], om->dtype), om->ndim, vx), om->ndim, om->sizes);
+        if (!acc) out[0] = tp_sel(b, m, val, x);
+        else if (om->dtype == TP_DTYPE_BOOL) out[0] = tp_or(b, x, tp_and(b, m, val));
+        else out[0] = tp_add(b, x, tp_sel(b, m, val, tp_k(b, 0, x)));
+        return;
+      }
       tp_meta_t pos;
       tp_status_t *st = index_positions_shape(args, n_args, -1, &pos);
       if (st) {
         tp_hlo_fail(b, st);
         return;
       }
-      int v = 2 + list_count(args, n_args, 1);
-      bool acc = v + 1 < n_args && args[v + 1].kind == TP_ARG_INT && args[v + 1].i;
       pos.dtype = om->dtype;
       tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos, -1);
       tp_hlo_value_t vals = tp_emit_cast_to(b, in[v], &pos);

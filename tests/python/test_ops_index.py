@@ -254,3 +254,44 @@ def test_masked_scatter(dtype):
     src = make((6, 5), dtype, seed=1)
     check_strict(lambda a, m, s: a.masked_scatter(m, s), x, mask, src)
     check_strict(lambda a, m, s: a.clone().masked_scatter_(m, s), x, mask[0], src)
+
+
+# ------------------------------------------------------------ x[mask] = v with count-free values
+# A value that broadcasts to the indexing result for any count of true elements (a scalar, a
+# row of the trailing dims) is written natively, as a select; values with one entry per true
+# element need the count and run on CPU.
+
+def _setitem_both(fn, *tensors):
+    cpu = [t.clone() for t in tensors]
+    dev = [t.clone().to(DEVICE) for t in tensors]
+    fn(*cpu)
+    fn(*dev)
+    for c, d in zip(cpu, dev):
+        assert torch.equal(d.cpu(), c)
+
+
+MASK_PUTS = {
+    "scalar": lambda x, m: x.__setitem__(m, 0.0),
+    "0-d tensor": lambda x, m: x.__setitem__(m, torch.tensor(3.0, device=x.device)),
+    "row of the trailing dim": lambda x, m: x.__setitem__(m[:, 0], torch.arange(5.0, device=x.device)),
+    "mask after a full slice": lambda x, m: x.__setitem__((slice(None), m[0]), -1.0),
+    "accumulate": lambda x, m: x.index_put_((m,), torch.tensor(1.5, device=x.device), accumulate=True),
+    "functional": lambda x, m: x.copy_(x.index_put((m,), torch.tensor(1.5, device=x.device))),
+    "all false": lambda x, m: x.__setitem__(torch.zeros_like(m), 7.0),
+}
+
+
+@pytest.mark.parametrize("name", list(MASK_PUTS))
+def test_mask_put_of_count_free_values_is_native(name):
+    x = make((4, 5), torch.float32, seed=3)
+    with torch_pjrt.strict():
+        _setitem_both(MASK_PUTS[name], x, x > 0)
+
+
+def test_mask_put_of_bools_and_of_per_element_values():
+    b = torch.tensor([[True, False, True], [False, False, True]])
+    with torch_pjrt.strict():
+        _setitem_both(lambda t, m: t.__setitem__(m, True), b, ~b)
+        _setitem_both(lambda t, m: t.index_put_((m,), torch.tensor(True, device=t.device), accumulate=True), b, ~b)
+    x = make((4, 5), torch.float32, seed=4)  # one value per true element: the CPU serves it
+    _setitem_both(lambda t, m: t.__setitem__(m, torch.arange(int(m.sum()), dtype=t.dtype, device=t.device)), x, x > 0)
