@@ -141,20 +141,6 @@ static int64_t max_window(const avg_t *p, int i, int64_t n, int64_t m) {
   return k;
 }
 
-/* Row-major linear index into |shape| of every position of |idx|'s shape, with |idx| as the
- * coordinate along dim d and the position's own coordinate elsewhere. */
-static tp_hlo_value_t linear_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
-                                   const int64_t *shape) {
-  tp_hlo_value_t lin = tp_k(b, 0, idx);
-  int64_t stride = 1;
-  for (int j = ndim - 1; j >= 0; j--) {
-    tp_hlo_value_t c = j == d ? idx : tp_hlo_iota(b, TP_DTYPE_I64, idx.ndim, idx.dims, j);
-    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stride, c)));
-    stride *= shape[j];
-  }
-  return lin;
-}
-
 /* Sums (forward) or spreads (backward) |v| over the windows along dim d: from n positions to m
  * outputs, or back. Gathers and scatters rather than a 0/1 matrix product, so an inf stays in
  * its own windows instead of turning every other sum into NaN. */
@@ -180,7 +166,7 @@ static tp_hlo_value_t window_pass(tp_hlo_builder_t *b, const avg_t *p, int i, in
     tp_hlo_value_t src = tp_hlo_binary(b, TP_HLO_ADD, lo, tp_k(b, (double)t, lo));
     tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_LT, src, hi);
     src = tp_hlo_binary(b, TP_HLO_MIN, src, tp_k(b, (double)(n - 1), src));
-    tp_hlo_value_t lin = tp_hlo_reshape(b, linear_index(b, src, d, v.ndim, is), 1, &n_out);
+    tp_hlo_value_t lin = tp_hlo_reshape(b, tp_emit_linear_index(b, src, d, v.ndim, is), 1, &n_out);
     if (p->backward) {
       tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_select(b, valid, flat, zero), 1, &n_out);
       acc = tp_hlo_scatter_1d_op(b, acc, lin, g, TP_HLO_ADD);

@@ -158,3 +158,15 @@ tp_status_t *tp_infer_like_self(const tp_op_def_t *op, const tp_op_arg_t *args, 
   out[0] = args[0].meta;
   return NULL;
 }
+
+tp_hlo_value_t tp_emit_linear_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
+                                    const int64_t *shape) {
+  tp_hlo_value_t lin = tp_k(b, 0, idx);
+  int64_t stride = 1;
+  for (int j = ndim - 1; j >= 0; j--) {
+    tp_hlo_value_t c = j == d ? idx : tp_hlo_iota(b, TP_DTYPE_I64, idx.ndim, idx.dims, j);
+    lin = tp_add(b, lin, tp_mul(b, c, tp_k(b, (double)stride, c)));
+    stride *= shape[j];
+  }
+  return lin;
+}

@@ -33,5 +33,9 @@ static inline bool tp_arg_is_tensor(const tp_op_arg_t *args, int n_args, int i) 
 /* The sign bit of |x| as bool, of the same shape: set for negative values, -0.0 and negative
  * NaNs; never for unsigned types. */
 tp_hlo_value_t tp_emit_signbit(tp_hlo_builder_t *b, tp_hlo_value_t x);
+/* Row-major linear index into |shape| (rank |ndim|) of every position of |idx|'s shape, with
+ * |idx| (i64) as the coordinate along dim |d| and the position's own coordinate elsewhere. */
+tp_hlo_value_t tp_emit_linear_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
+                                    const int64_t *shape);
 
 #endif  /* TP_OPS_COMMON_H_ */

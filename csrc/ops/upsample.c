@@ -102,19 +102,6 @@ static tp_hlo_value_t source_index(tp_hlo_builder_t *b, const up_t *p, int i, tp
   return tp_hlo_binary(b, TP_HLO_MIN, s, tp_k(b, (double)(n - 1), s));
 }
 
-/* Row-major linear index into |shape| with |idx| as the coordinate along dim d. */
-static tp_hlo_value_t lin_index(tp_hlo_builder_t *b, tp_hlo_value_t idx, int d, int ndim,
-                                const int64_t *shape) {
-  tp_hlo_value_t lin = tp_k(b, 0, idx);
-  int64_t stride = 1;
-  for (int j = ndim - 1; j >= 0; j--) {
-    tp_hlo_value_t c = j == d ? idx : tp_hlo_iota(b, TP_DTYPE_I64, idx.ndim, idx.dims, j);
-    lin = tp_hlo_binary(b, TP_HLO_ADD, lin, tp_hlo_binary(b, TP_HLO_MUL, c, tp_k(b, (double)stride, c)));
-    stride *= shape[j];
-  }
-  return lin;
-}
-
 /* CPU's linear source indices and weights along spatial dim i for outputs |o| (an i64 iota):
  * the real index in |md| (float for float, double for double) from area_pixel_compute_source_index,
  * i0 = min(floor(real), n - 1), i1 = i0 + (i0 < n - 1), l1 = clamp(real - i0, 0, 1), l0 = 1 - l1;
@@ -199,8 +186,8 @@ void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
       tp_hlo_value_t i0, i1, l0, l1;
       linear_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d), v.dtype,
                    p.backward ? v.dtype : in[0].dtype, &i0, &i1, &l0, &l1);
-      tp_hlo_value_t a0 = tp_hlo_reshape(b, lin_index(b, i0, d, nd, small), 1, &n_big);
-      tp_hlo_value_t a1 = tp_hlo_reshape(b, lin_index(b, i1, d, nd, small), 1, &n_big);
+      tp_hlo_value_t a0 = tp_hlo_reshape(b, tp_emit_linear_index(b, i0, d, nd, small), 1, &n_big);
+      tp_hlo_value_t a1 = tp_hlo_reshape(b, tp_emit_linear_index(b, i1, d, nd, small), 1, &n_big);
       if (p.backward) {
         tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &n_small);
         tp_hlo_value_t g0 = tp_hlo_reshape(b, tp_hlo_binary(b, TP_HLO_MUL, v, l0), 1, &n_big);
@@ -218,7 +205,7 @@ void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
       continue;
     }
     tp_hlo_value_t src = source_index(b, &p, i, tp_hlo_iota(b, TP_DTYPE_I64, nd, big, d));
-    tp_hlo_value_t lin = tp_hlo_reshape(b, lin_index(b, src, d, nd, small), 1, &n_big);
+    tp_hlo_value_t lin = tp_hlo_reshape(b, tp_emit_linear_index(b, src, d, nd, small), 1, &n_big);
     if (p.backward) {
       tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, v.dtype, 0), 1, &n_small);
       v = tp_hlo_scatter_1d_op(b, zeros, lin, tp_hlo_reshape(b, v, 1, &n_big), TP_HLO_ADD);

@@ -93,15 +93,20 @@ static inline bool emits(const char *name, tp_op_arg_t *args, int n_args, tp_met
   return found;
 }
 
-/* Whether |name|'s infer leaves the call to CPU (TP_UNIMPLEMENTED). */
-static inline bool unimplemented(const char *name, tp_op_arg_t *args, int n_args) {
+/* The status code |name|'s infer returns (0 when it accepts the call). */
+static inline int infer_status(const char *name, tp_op_arg_t *args, int n_args) {
   const tp_op_def_t *d = op(name);
   tp_meta_t out[TP_MAX_OUTS];
   int n = 0;
   tp_status_t *st = d->infer(d, args, n_args, out, &n);
-  bool r = st && tp_status_code(st) == TP_UNIMPLEMENTED;
+  int code = st ? (int)tp_status_code(st) : 0;
   tp_status_free(st);
-  return r;
+  return code;
+}
+
+/* Whether |name|'s infer leaves the call to CPU (TP_UNIMPLEMENTED). */
+static inline bool unimplemented(const char *name, tp_op_arg_t *args, int n_args) {
+  return infer_status(name, args, n_args) == TP_UNIMPLEMENTED;
 }
 
 /* The program |name| emits over params of the inferred shapes (caller frees), or NULL. */
