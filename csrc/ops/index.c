@@ -193,6 +193,9 @@ static bool mask_put_shape(const tp_op_arg_t *args, const index_layout_t *l, int
   return true;
 }
 
+/* PyTorch's ensure_nonempty_dim: gather and scatter count a 0-d tensor as 1-d. */
+static int nonempty_dims(int ndim) { return ndim ? ndim : 1; }
+
 /* index.Tensor's count argument: after the indices. */
 static tp_op_arg_t *index_count_arg(tp_op_arg_t *args, int n_args) {
   int c = 2 + list_count(args, n_args, 1);
@@ -384,9 +387,11 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
           return tp_make_status(TP_INVALID_ARGUMENT, "index_select(): Index is supposed to be a vector");
         if (nd) out[0].sizes[dim] = index->ndim ? index->sizes[0] : 1;
       } else if (op->code == TP_X_GATHER) {
-        if (index->ndim != nd && !(nd == 0 && index->ndim <= 1))
+        if (nonempty_dims(index->ndim) != nonempty_dims(nd)) /* a 0-d tensor counts as 1-d */
           return tp_make_status(TP_INVALID_ARGUMENT,
                                 "Index tensor must have the same number of dimensions as input tensor");
+        if (index->ndim != nd) /* a 0-d tensor with a 1-d one: CPU serves it */
+          return tp_make_status(TP_UNIMPLEMENTED, "gather: 0-d and 1-d tensors mixed");
         if (tp_meta_numel(index) > 0)
           for (int d = 0; d < nd; d++)
             if (d != dim && index->sizes[d] > self->sizes[d]) {
@@ -408,10 +413,12 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
         const tp_meta_t *src = n_args > 3 && args[3].kind == TP_ARG_TENSOR ? &args[3].meta : NULL;
         if (src && src->dtype != self->dtype)
           return tp_make_status(TP_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal to src.dtype");
-        if (index->ndim != nd)
+        if (nonempty_dims(index->ndim) != nonempty_dims(nd))
           return tp_make_status(TP_INVALID_ARGUMENT,
                                 "Index tensor must have the same number of dimensions as self tensor");
-        if (src && src->ndim != nd)
+        if (index->ndim != nd || (src && src->ndim != nd && nonempty_dims(src->ndim) == nonempty_dims(nd)))
+          return tp_make_status(TP_UNIMPLEMENTED, "%s: 0-d and 1-d tensors mixed", op->name);
+        if (src && nonempty_dims(src->ndim) != nonempty_dims(nd))
           return tp_make_status(TP_INVALID_ARGUMENT,
                                 "Index tensor must have the same number of dimensions as src tensor");
         bool wrong = false;

@@ -295,3 +295,19 @@ def test_mask_put_of_bools_and_of_per_element_values():
         _setitem_both(lambda t, m: t.index_put_((m,), torch.tensor(True, device=t.device), accumulate=True), b, ~b)
     x = make((4, 5), torch.float32, seed=4)  # one value per true element: the CPU serves it
     _setitem_both(lambda t, m: t.__setitem__(m, torch.arange(int(m.sum()), dtype=t.dtype, device=t.device)), x, x > 0)
+
+
+def test_gather_and_scatter_count_a_0d_tensor_as_1d():
+    # PyTorch's ensure_nonempty_dim: OpInfo's gather samples (and gather's backward, a
+    # scatter_add into a 0-d zeros) mix 0-d and 1-d tensors; they must run, with CPU's values.
+    calls = [lambda d: torch.gather(torch.tensor(5.0, device=d), 0, torch.tensor([0, 0], device=d)),
+             lambda d: torch.gather(torch.tensor([5.0, 6.0], device=d), 0, torch.tensor(1, device=d)),
+             lambda d: torch.zeros((), device=d).scatter_add(0, torch.tensor([0], device=d), torch.tensor([2.0], device=d)),
+             lambda d: torch.zeros(3, device=d).scatter(0, torch.tensor(1, device=d), torch.tensor(2.0, device=d))]
+    for call in calls:
+        assert_same(call(DEVICE), call("cpu"))
+    x = torch.tensor(3.0, requires_grad=True)
+    xt = x.detach().to(DEVICE).requires_grad_()
+    torch.gather(x, 0, torch.tensor([0, 0])).sum().backward()
+    torch.gather(xt, 0, torch.tensor([0, 0], device=DEVICE)).sum().backward()
+    assert_same(xt.grad, x.grad)
