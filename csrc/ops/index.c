@@ -447,8 +447,10 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
                               tp_dtype_name(args[1].meta.dtype));
       tp_meta_t shape;
       TP_RETURN_IF_ERROR(tp_broadcast_shapes(self, &args[1].meta, &shape));
-      if (shape.ndim != nd)
-        return tp_make_status(TP_INVALID_ARGUMENT, "masked_fill: mask has more dims than self");
+      /* A mask that broadcasts self: the functional form's result takes the broadcast shape,
+       * the in-place form raises; CPU does each. */
+      if (shape.ndim != nd || memcmp(shape.sizes, self->sizes, sizeof(int64_t) * (size_t)nd))
+        return tp_make_status(TP_UNIMPLEMENTED, "masked_fill: the mask broadcasts self");
       if (args[2].kind == TP_ARG_TENSOR && args[2].meta.ndim != 0)
         return tp_make_status(TP_INVALID_ARGUMENT,
                               "masked_fill_ only supports a 0-dimensional value tensor, but got "

@@ -311,3 +311,14 @@ def test_gather_and_scatter_count_a_0d_tensor_as_1d():
     torch.gather(x, 0, torch.tensor([0, 0])).sum().backward()
     torch.gather(xt, 0, torch.tensor([0, 0], device=DEVICE)).sum().backward()
     assert_same(xt.grad, x.grad)
+
+
+def test_masked_fill_with_a_mask_that_broadcasts_self():
+    # The functional form takes the broadcast shape (OpInfo's sample: a 0-d self, a 1-d mask);
+    # the in-place form raises, as on CPU.
+    x, m = torch.tensor(0.5), torch.tensor([True, False, True])
+    assert_same(torch.masked_fill(x.to(DEVICE), m.to(DEVICE), 1.0), torch.masked_fill(x, m, 1.0))
+    with pytest.raises(RuntimeError):
+        x.clone().masked_fill_(m, 1.0)
+    with pytest.raises(RuntimeError):
+        x.to(DEVICE).masked_fill_(m.to(DEVICE), 1.0)
