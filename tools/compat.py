@@ -571,15 +571,25 @@ def _supported(op, dtype_names):
     return [(d, getattr(torch, d)) for d in dtype_names if getattr(torch, d) in supported]
 
 
-def clean_cases(op, name, job, begin):
-    for dtype_name, dtype in _supported(op, job["dtypes"]):
+def _dtype_samples(op, name, job, dtype_names):
+    """(dtype_name, dtype, samples, on_host) per supported dtype; a record instead (a dict) where
+    the OpInfo cannot make its samples."""
+    for dtype_name, dtype in _supported(op, dtype_names):
         try:
             samples = _samples(op, dtype, job["samples"])
         except Exception as e:
             yield dict(op=name, variant="*", dtype=dtype_name, sample=-1,
                        status="cpu-invalid", reason="sample_inputs: " + reason_of(e), fallbacks=[])
             continue
-        on_host = host_tensors(op, dtype, len(samples))
+        yield dtype_name, dtype, samples, host_tensors(op, dtype, len(samples))
+
+
+def clean_cases(op, name, job, begin):
+    for item in _dtype_samples(op, name, job, job["dtypes"]):
+        if isinstance(item, dict):
+            yield item
+            continue
+        dtype_name, dtype, samples, on_host = item
         for index, sample in enumerate(samples):
             ref = None
             for variant in VARIANTS:
@@ -601,14 +611,11 @@ def clean_cases(op, name, job, begin):
 
 
 def nonfinite_cases(op, name, job, begin):
-    for dtype_name, dtype in _supported(op, [d for d in job["dtypes"] if d in FLOATING]):
-        try:
-            samples = _samples(op, dtype, job["samples"])
-        except Exception as e:
-            yield dict(op=name, variant="*", dtype=dtype_name, sample=-1,
-                       status="cpu-invalid", reason="sample_inputs: " + reason_of(e), fallbacks=[])
+    for item in _dtype_samples(op, name, job, [d for d in job["dtypes"] if d in FLOATING]):
+        if isinstance(item, dict):
+            yield item
             continue
-        on_host = host_tensors(op, dtype, len(samples))
+        dtype_name, dtype, samples, on_host = item
         for index, sample in enumerate(samples):
             clean = None  # the clean sample's own status, found when a nonfinite case fails
             for variant, values in NONFINITE.items():
