@@ -6,6 +6,10 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/clone_native.h>
+#include <ATen/ops/copy_native.h>
+#include <ATen/ops/empty_like_native.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -694,6 +698,26 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+// Nested tensors on tpu hold a tpu buffer (a CPU fallback's nested result copied back, as
+// nn.TransformerEncoder's padding-mask fast path makes one). Allocating, copying and moving one
+// are PyTorch's own device-agnostic kernels (they work on the buffer, whose ops are ours); every
+// other op on one runs on CPU, counted as a fallback.
+void nested_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_fallback(op_name(op) + " (nested)");
+  at::native::cpu_fallback(op, stack, false, c10::DispatchKey::NestedTensorCPU);
+}
+
+TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
+  m.impl("_to_copy", TORCH_FN(at::native::_to_copy_nested));
+  m.impl("empty_like", TORCH_FN(at::native::empty_like_nested));
+  m.impl("copy_", TORCH_FN(at::native::copy_nested_));
+  m.impl("clone", TORCH_FN(at::native::clone_nested));
+}
+
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&nested_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {

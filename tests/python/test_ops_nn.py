@@ -61,6 +61,29 @@ def test_transformer_encoder_layer_fast_path(norm_first, activation):
                     torch._transformer_encoder_layer_fwd(*args), atol=1e-5, rtol=1e-5)
 
 
+def test_transformer_encoder_padding_mask_nested_path():
+    # nn.TransformerEncoder in eval with a padding mask packs the batch into a nested tensor (tpu
+    # is in its list of fast-path devices, as CUDA is) and unpacks it with zeros at the padding.
+    # Nested tensors on tpu work; their ops run on CPU, counted under "op (nested)".
+    import copy
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+    enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+    tpu_enc = copy.deepcopy(enc).to(DEVICE)
+    x = torch.randn(3, 5, 16)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    torch_pjrt.reset_stats()
+    with torch.no_grad():
+        expected = enc(x, src_key_padding_mask=mask)
+        actual = tpu_enc(x.to(DEVICE), src_key_padding_mask=mask.to(DEVICE))
+    assert_same(actual, expected, atol=1e-5, rtol=1e-5)
+    assert (actual.cpu()[1, 3:] == 0).all()  # the nested path ran: padding comes back as zeros
+    assert "to_padded_tensor (nested)" in torch_pjrt.stats()["fallbacks"]
+    nested = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)]).to(DEVICE)
+    assert nested.is_nested and nested.device.type == DEVICE
+    assert_same(nested.to_padded_tensor(0.0), nested.cpu().to_padded_tensor(0.0))
+
+
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("cross", [False, True])
 def test_multihead_attention_fast_path(need_weights, cross):
