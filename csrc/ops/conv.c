@@ -1,7 +1,7 @@
 /* Convolution family: convolution (1-3 spatial dims, stride, padding, dilation, groups,
  * transposed) and convolution_backward (its bias_sizes argument dropped by infer), as
- * stablehlo.convolution, and im2col/col2im. Grouped or transposed backward falls back to CPU
- * (UNIMPLEMENTED). Half types accumulate in f32. */
+ * stablehlo.convolution, and im2col/col2im. Grouped transposed convolution (forward and
+ * backward) falls back to CPU (UNIMPLEMENTED). Half types accumulate in f32. */
 #include <stdio.h>
 #include <string.h>
 
@@ -157,13 +157,13 @@ tp_status_t *tp_infer_conv_backward(const tp_op_def_t *op, tp_op_arg_t *args, in
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   conv_t c;
   TP_RETURN_IF_ERROR(parse_conv(args, n_args, 3, args[1].meta.ndim - 2, &c));
-  if (c.transposed || c.groups != 1)
-    return tp_make_status(TP_UNIMPLEMENTED, "transposed or grouped convolution backward");
+  if (c.transposed && c.groups != 1)
+    return tp_make_status(TP_UNIMPLEMENTED, "grouped transposed convolution backward");
   out[0] = args[1].meta;
   out[1] = args[2].meta;
   out[2] = args[2].meta;
   out[2].ndim = 1;
-  out[2].sizes[0] = args[2].meta.sizes[0];
+  out[2].sizes[0] = c.transposed ? args[2].meta.sizes[1] : args[2].meta.sizes[0];
   *n_out = 3;
   return NULL;
 }
@@ -182,25 +182,34 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   tp_hlo_value_t g = in[0], x = in[1], w = in[2];
   char buf[96];
   int64_t one[3] = {1, 1, 1}, lo[3], hi[3];
-  /* grad_input: a transposed convolution of grad with the weight. */
-  for (int i = 0; i < ns; i++) {
-    int64_t s = x.dims[2 + i], k = w.dims[2 + i];
-    lo[i] = c.dil[i] * (k - 1) - c.pad[i];
-    hi[i] = lo[i] + (s + 2 * c.pad[i] - c.dil[i] * (k - 1) - 1) % c.stride[i];
+  tp_hlo_value_t gi, gw;
+  if (!c.transposed) {
+    /* grad_input: a transposed convolution of grad with the weight, its channels exchanged
+     * within each group. */
+    for (int i = 0; i < ns; i++) {
+      int64_t s = x.dims[2 + i], k = w.dims[2 + i];
+      lo[i] = c.dil[i] * (k - 1) - c.pad[i];
+      hi[i] = lo[i] + (s + 2 * c.pad[i] - c.dil[i] * (k - 1) - 1) % c.stride[i];
+    }
+    gi = tp_hlo_convolution(b, g, transpose_weight(b, w, c.groups, false),
+                            spec(ns, "b, f", c.groups == 1 ? "i, o" : "o, i", "b, f", buf, sizeof(buf)),
+                            ns, one, lo, hi, c.stride, c.dil, c.groups, 1, md, out_meta[0].sizes);
+  } else {
+    /* grad_input of a transposed convolution: the forward convolution of grad with the weight. */
+    gi = tp_hlo_convolution(b, g, w, spec(ns, "b, f", "o, i", "b, f", buf, sizeof(buf)), ns,
+                            c.stride, c.pad, c.pad, one, c.dil, 1, 1, md, out_meta[0].sizes);
   }
-  tp_hlo_value_t gi = tp_hlo_convolution(b, g, transpose_weight(b, w, 1, false),
-                                         spec(ns, "b, f", "i, o", "b, f", buf, sizeof(buf)), ns, one,
-                                         lo, hi, c.stride, c.dil, 1, 1, md, out_meta[0].sizes);
   out[0] = tp_hlo_convert(b, gi, out_meta[0].dtype);
-  /* grad_weight: input and grad convolved with batch and feature roles exchanged. */
+  /* grad_weight: the strided operand (input; grad for a transposed convolution) and the other
+   * convolved with batch and feature roles exchanged; groups split the batch (batch_group_count). */
+  tp_hlo_value_t a = c.transposed ? g : x, e = c.transposed ? x : g;
   for (int i = 0; i < ns; i++) {
-    int64_t s = x.dims[2 + i], k = w.dims[2 + i], so = g.dims[2 + i];
+    int64_t s = a.dims[2 + i], k = w.dims[2 + i], so = e.dims[2 + i];
     lo[i] = c.pad[i];
     hi[i] = (k - 1) * c.dil[i] + c.stride[i] * (so - 1) + 1 - s - lo[i];
   }
-  tp_hlo_value_t gw = tp_hlo_convolution(b, x, g, spec(ns, "f, b", "i, o", "f, b", buf, sizeof(buf)),
-                                         ns, c.dil, lo, hi, one, c.stride, 1, 1, md,
-                                         out_meta[1].sizes);
+  gw = tp_hlo_convolution(b, a, e, spec(ns, "f, b", "i, o", "f, b", buf, sizeof(buf)), ns, c.dil,
+                          lo, hi, one, c.stride, 1, c.groups, md, out_meta[1].sizes);
   out[1] = tp_hlo_convert(b, gw, out_meta[1].dtype);
   int64_t dims[TP_MAX_DIMS];
   int n = 0;
