@@ -326,6 +326,32 @@ def compare(actual, expected, tol, values=True):
                                check_dtype=True)
 
 
+# Ops whose unstable form leaves the order of equal elements unspecified (CUDA's is not CPU's):
+# {op: position of the indices in the result, None for the result itself}.
+TIE_ORDER_OPS = {"sort": 1, "argsort": None}
+TIES = "tie order differs from CPU's (unspecified for an unstable sort)"
+
+
+def same_up_to_ties(op, sample, actual, expected):
+    """Whether an unstable sort's result differs from CPU's only in the order of ties: the other
+    outputs equal, and the indices a permutation along the dim that picks the same values."""
+    name = op_name(op)
+    if name not in TIE_ORDER_OPS or sample.kwargs.get("stable") or sample.input.ndim == 0:
+        return False
+    at = TIE_ORDER_OPS[name]
+    pick = (lambda r: r) if at is None else (lambda r: r[at])
+    dim = sample.args[0] if sample.args else sample.kwargs.get("dim", -1)
+    x, got, want = sample.input.detach(), pick(actual), pick(expected).detach()
+    if at is not None:
+        for k, (a, e) in enumerate(zip(actual, expected)):
+            if k != at and not torch.equal(a, e.detach()):
+                return False
+    n = x.shape[dim]
+    iota = torch.arange(n).view([-1 if d == dim % x.ndim else 1 for d in range(x.ndim)])
+    return (got.shape == want.shape and torch.equal(got.sort(dim).values, iota.expand_as(got))
+            and torch.equal(x.gather(dim, got), x.gather(dim, want)))
+
+
 def reason_of(exc):
     """First line of an exception, plus the mismatch count and greatest difference for
     assert_close failures."""
@@ -405,7 +431,12 @@ def run_case(op, variant, sample, dtype, ref, seed, on_host=frozenset(), known=T
         torch_pjrt.reset_stats()
         actual = to_host(call_variant(op, variant, x, seed))
         fallbacks = sorted(torch_pjrt.stats()["fallbacks"])
-        compare(actual, _tree_map(torch.Tensor.detach, expected), tolerance(op, dtype), values)
+        try:
+            compare(actual, _tree_map(torch.Tensor.detach, expected), tolerance(op, dtype), values)
+        except AssertionError:
+            if variant == "backward" or not same_up_to_ties(op, sample, actual, expected):
+                raise
+            return ("fallback" if fallbacks else "native"), TIES, fallbacks, expected
     except Exception as e:
         fallbacks = fallbacks or sorted(torch_pjrt.stats()["fallbacks"])
         cause = known and known_cause(op_name(op), str(dtype).replace("torch.", ""), variant)

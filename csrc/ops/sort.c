@@ -1,8 +1,10 @@
 /* Sorting family: sort (stable or not: always stable here), topk and kthvalue, each returning
  * values and int64 indices. One stable stablehlo.sort of (x, iota) along the dim, NaN ordered
  * as the largest value as on CPU; topk and kthvalue slice the sorted result. Ties come out in
- * index order, as CPU's stable sort gives them; its unstable sort, topk and kthvalue order ties
- * their own way, so for types where ties are common those calls fall back. Beside it the order
+ * index order, as CPU's stable sort gives them. An unstable sort's order of ties is unspecified
+ * (CUDA's differs from CPU's), and integer and bool sorts (MoE routing sorts expert ids) run
+ * natively with the stable order. 16-bit floats, whose ties also reach a gradient, and topk and
+ * kthvalue of non-float32/64 types keep CPU's own tie order by falling back. Beside it the order
  * statistics and searches built on the same sort: mode, median and nanmedian, searchsorted and
  * bucketize.
  * Depends on ops/ helpers and hlo/ only. */
@@ -64,11 +66,14 @@ tp_status_t *tp_infer_sort(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
   const tp_meta_t *m = &args[0].meta;
   int64_t n = m->ndim ? m->sizes[s.dim] : 1;
   /* CPU's unstable sort (above 16 elements, where its introsort stops being an insertion sort),
-   * topk and kthvalue order ties in a way of their own; ties are common in integer, bool and
-   * 16-bit float data, so those run on CPU to give its exact indices. */
+   * topk and kthvalue order ties in a way of their own. Ties are common in 16-bit float data,
+   * where the indices route a gradient: those run on CPU to give its exact indices. An integer
+   * or bool sort's indices are any valid order (COMPAT.md's oracle checks them as such). */
   bool stable = op->code == TP_SORT_STABLE && args[1].kind == TP_ARG_INT && args[1].i;
   bool is_sort = op->code == TP_SORT_SORT || op->code == TP_SORT_STABLE;
-  if (!stable && m->dtype != TP_DTYPE_F32 && m->dtype != TP_DTYPE_F64 && n > (is_sort ? 16 : 1))
+  bool exact_ties = tp_dtype_is_float(m->dtype) || !is_sort;
+  if (!stable && exact_ties && m->dtype != TP_DTYPE_F32 && m->dtype != TP_DTYPE_F64 &&
+      n > (is_sort ? 16 : 1))
     return tp_make_status(TP_UNIMPLEMENTED, "%s: CPU's order of ties in %s", op->name,
                           tp_dtype_name(m->dtype));
   out[0] = *m;

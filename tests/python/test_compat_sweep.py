@@ -288,3 +288,17 @@ def test_update_replaces_only_the_entries_rerun(tmp_path):
     assert "Since then 1 entries rerun by `again` on e" in compat.updates_text(doc)
     assert "`x --ops <the 2> --update`" in compat.updates_text(dict(updates=[dict(
         command="x --ops a,b --update", date="e", entries=2, seconds=1)]))
+
+
+def test_unstable_sort_passes_another_tie_order_and_nothing_else():
+    from torch.testing._internal.opinfo.core import SampleInput
+    op = _op("sort")
+    x = torch.tensor([[2, 1, 2, 1], [0, 0, 3, 0]])
+    cpu = torch.sort(x, 1)
+    other = torch.return_types.sort((cpu.values, torch.arange(4).expand(2, 4)))
+    ties = torch.return_types.sort((cpu.values, torch.tensor([[3, 1, 2, 0], [3, 0, 1, 2]])))
+    assert compat.same_up_to_ties(op, SampleInput(x, 1), ties, cpu)
+    assert not compat.same_up_to_ties(op, SampleInput(x, 1), other, cpu)  # picks other values
+    assert not compat.same_up_to_ties(op, SampleInput(x, 1, stable=True), ties, cpu)
+    wrong = torch.return_types.sort((cpu.values + 1, ties.indices))
+    assert not compat.same_up_to_ties(op, SampleInput(x, 1), wrong, cpu)

@@ -3,6 +3,7 @@ searchsorted and bucketize, with no CPU fallback where the op is native."""
 import pytest
 import torch
 
+import torch_pjrt
 from tpu_helpers import (
     BF16, BOOL, DEVICE, F32, I64, check_native, check_strict, dname, fallbacks, make)
 
@@ -29,8 +30,23 @@ def test_topk_kthvalue():
         torch.topk(x.to(DEVICE), 10)
 
 
-def test_unstable_sort_of_integers_falls_back_visibly(fresh_stats):
-    x = make((50,), I64, seed=23, low=-3, high=3)
+@pytest.mark.parametrize("dtype", [I64, BOOL, torch.int8], ids=dname)
+def test_unstable_sort_of_integers_is_native_with_valid_ties(dtype):
+    # An unstable sort's tie order is unspecified (CUDA's is not CPU's): values equal CPU's and
+    # the indices are a permutation that sorts the input, the stable one.
+    x = make((3, 50), dtype, seed=23, low=-3, high=3)
+    with torch_pjrt.strict():
+        got = torch.sort(x.to(DEVICE), dim=1, descending=True)
+        arg = torch.argsort(x.to(DEVICE), dim=1)
+    want = torch.sort(x, dim=1, descending=True)
+    assert torch.equal(got.values.cpu(), want.values)
+    assert torch.equal(x.gather(1, got.indices.cpu()), want.values)
+    assert torch.equal(got.indices.cpu(), torch.sort(x, dim=1, descending=True, stable=True).indices)
+    assert torch.equal(arg.cpu(), torch.argsort(x, dim=1, stable=True))
+
+
+def test_unstable_sort_of_half_floats_falls_back_visibly(fresh_stats):
+    x = make((50,), BF16, seed=23, low=-3, high=3)
     got = torch.sort(x.to(DEVICE))
     want = torch.sort(x)
     assert torch.equal(got.indices.cpu(), want.indices)
