@@ -14,6 +14,12 @@ int tp_norm_dim(int64_t d, int nd) {
   return (int)(d < 0 ? d + lim : d);
 }
 
+tp_status_t *tp_dim_error(const tp_op_def_t *op, int64_t d, int nd) {
+  return tp_make_status(TP_OUT_OF_RANGE,
+                        "%s: Dimension out of range (expected to be in range of [%d, %d], but got "
+                        "%lld)", op->name, -(nd ? nd : 1), (nd ? nd : 1) - 1, (long long)d);
+}
+
 void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out) {
   int n = 0;
   for (int i = 0; i < x->ndim; i++)

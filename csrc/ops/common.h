@@ -13,6 +13,8 @@
 /* Wraps a negative dim of a tensor of |ndim| dims; -1 when out of range (a 0-d tensor accepts 0
  * and -1). */
 int tp_norm_dim(int64_t d, int ndim);
+/* PyTorch's error for a dim |d| that tp_norm_dim rejects, after |op|'s name. */
+tp_status_t *tp_dim_error(const tp_op_def_t *op, int64_t d, int ndim);
 /* Writes |v| as PyTorch prints an int list ("[1, 2, 3]") into |buf| of |n| bytes. */
 void tp_format_ints(char *buf, size_t n, const int64_t *v, int count);
 /* |out|'s sizes become |x|'s without the dims |mask| marks, or with them as 1 (|keep|). */

@@ -147,12 +147,17 @@ typedef enum {
 /* Batch norm forms (norm.c, parse_batch_norm). */
 typedef enum { TP_BN_NATIVE, TP_BN_FUNCTIONAL, TP_BN_NO_TRAINING } tp_batch_norm_t;
 
-/* Indexing and shape family codes (index.c). */
+/* Indexing family codes (index.c). */
 typedef enum {
   TP_X_INDEX_SELECT, TP_X_GATHER, TP_X_SCATTER, TP_X_SCATTER_ADD, TP_X_INDEX_ADD, TP_X_MASKED_FILL,
-  TP_X_FLIP, TP_X_CAT, TP_X_ROLL, TP_X_TRIL, TP_X_TRIU, TP_X_PAD, TP_X_ARANGE,
   TP_X_EMBEDDING_BACKWARD, TP_X_INDEX, TP_X_INDEX_PUT,
 } tp_index_t;
+
+/* Arrange family codes (arrange.c). */
+typedef enum { TP_AR_CAT, TP_AR_FLIP, TP_AR_ROLL } tp_arrange_t;
+
+/* Band family codes (triangular.c). */
+typedef enum { TP_BAND_TRIL, TP_BAND_TRIU } tp_band_t;
 
 /* Shape family codes (shape.c): rows that serve whole graphs (TP_OPF_GRAPH). */
 typedef enum {
@@ -284,6 +289,9 @@ TP_DECLARE_OP(tp_infer_pointwise, tp_emit_pointwise)
 TP_DECLARE_OP(tp_infer_special, tp_emit_special)
 /* pad.c */
 TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
+TP_DECLARE_OP(tp_infer_constant_pad, tp_emit_constant_pad)
+/* arrange.c */
+TP_DECLARE_OP(tp_infer_arrange, tp_emit_arrange)
 /* shape.c */
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
 TP_DECLARE_OP(tp_infer_channel_shuffle, tp_emit_channel_shuffle)
@@ -303,6 +311,7 @@ TP_DECLARE_OP(tp_infer_upsample, tp_emit_upsample)
 TP_DECLARE_OP(tp_infer_frexp, tp_emit_frexp)
 /* range.c */
 TP_DECLARE_OP(tp_infer_linspace, tp_emit_linspace)
+TP_DECLARE_OP(tp_infer_arange, tp_emit_arange)
 /* linalg.c */
 TP_DECLARE_OP(tp_infer_bmm, tp_emit_bmm)
 TP_DECLARE_OP(tp_infer_matvec, tp_emit_matvec)
@@ -317,6 +326,7 @@ TP_DECLARE_OP(tp_infer_fft, tp_emit_fft)
 TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 /* triangular.c */
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
+TP_DECLARE_OP(tp_infer_band, tp_emit_band)
 /* linalg_lu.c, with linalg_qr.c and linalg_eigh.c */
 TP_DECLARE_OP(tp_infer_factor, tp_emit_factor)
 /* rnn.c */

@@ -1,5 +1,5 @@
-/* Indexing and shape family: index_select, gather, scatter/scatter_add, index_add, masked_fill,
- * flip, cat, roll, tril/triu, constant_pad_nd, arange, embedding's dense backward, and advanced
+/* Indexing family: index_select, gather, scatter/scatter_add, index_add, masked_fill,
+ * embedding's dense backward, and advanced
  * indexing with integer index tensors and boolean masks (index.Tensor, whose result size a mask
  * makes depend on the values: a count pass first, op.h; index_put's masks fall back); the
  * scatter-reduce family (scatter_reduce, index_reduce, index_fill), the lookup family (take,
@@ -10,12 +10,6 @@
 #include <string.h>
 
 #include "ops/families.h"
-
-static tp_status_t *bad_dim(const tp_op_def_t *op, int64_t d, int nd) {
-  return tp_make_status(TP_OUT_OF_RANGE,
-                        "%s: Dimension out of range (expected to be in range of [%d, %d], but got "
-                        "%lld)", op->name, -(nd ? nd : 1), (nd ? nd : 1) - 1, (long long)d);
-}
 
 /* Row-major strides of a logical shape. */
 static void strides_of(const tp_meta_t *m, int64_t *st) {
@@ -71,8 +65,6 @@ static int list_count(const tp_op_arg_t *args, int n_args, int at) {
 }
 
 /* cat skips legacy empty 1-D tensors when others have data. */
-static bool cat_skipped(const tp_op_arg_t *a) { return a->meta.ndim == 1 && a->meta.sizes[0] == 0; }
-
 /* Advanced indexing, index.Tensor(self, indices) and index_put: args are (self, n, index_0 ..
  * index_{n-1}, ...), each index an integer tensor, a boolean mask or None. An integer index
  * indexes one dim; a mask as many as it has, with the coordinates of its true elements (as many
@@ -244,69 +236,6 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
                             int *n_out) {
   *n_out = 1;
   switch ((tp_index_t)op->code) {
-    case TP_X_CAT: {
-      int n = list_count(args, n_args, 0);
-      if (n <= 0 || n_args < n + 1)
-        return tp_make_status(TP_INVALID_ARGUMENT, "torch.cat(): expected a non-empty list of Tensors");
-      const tp_op_arg_t *first = NULL;
-      tp_dtype_t dt = tp_result_type(&args[1], n);
-      for (int i = 1; i <= n; i++)
-        if (!cat_skipped(&args[i])) {
-          first = &args[i];
-          break;
-        }
-      if (!first) {
-        out[0] = args[1].meta;
-        out[0].dtype = dt;
-        return NULL;
-      }
-      int64_t d0 = n_args > n + 1 && args[n + 1].kind == TP_ARG_INT ? args[n + 1].i : 0;
-      int dim = tp_norm_dim(d0, first->meta.ndim);
-      if (dim < 0) return bad_dim(op, d0, first->meta.ndim);
-      out[0] = first->meta;
-      out[0].dtype = dt;
-      out[0].sizes[dim] = 0;
-      for (int i = 1; i <= n; i++) {
-        const tp_meta_t *m = &args[i].meta;
-        if (cat_skipped(&args[i])) continue;
-        if (m->ndim != out[0].ndim)
-          return tp_make_status(TP_INVALID_ARGUMENT,
-                                "Tensors must have same number of dimensions: got %d and %d",
-                                out[0].ndim, m->ndim);
-        for (int d = 0; d < m->ndim; d++)
-          if (d != dim && m->sizes[d] != first->meta.sizes[d])
-            return tp_make_status(TP_INVALID_ARGUMENT,
-                                  "Sizes of tensors must match except in dimension %d. Expected "
-                                  "size %lld but got size %lld for tensor number %d in the list.",
-                                  dim, (long long)first->meta.sizes[d], (long long)m->sizes[d], i - 1);
-        out[0].sizes[dim] += m->sizes[dim];
-      }
-      return NULL;
-    }
-    case TP_X_ARANGE: {
-      /* arange.start_step(start, end, step, ...) / arange.start_out(start, end, step) */
-      double v[3];
-      bool any_float = false;
-      for (int i = 0; i < 3; i++) {
-        if (i >= n_args || args[i].kind != TP_ARG_SCALAR)
-          return tp_make_status(TP_INVALID_ARGUMENT, "arange: expected start, end and step");
-        bool f = tp_dtype_is_float(args[i].meta.dtype);
-        any_float = any_float || f;
-        v[i] = f ? args[i].f : (double)args[i].i;
-      }
-      if (v[2] == 0) return tp_make_status(TP_INVALID_ARGUMENT, "step must be nonzero");
-      if ((v[2] > 0 && v[1] < v[0]) || (v[2] < 0 && v[1] > v[0]))
-        return tp_make_status(TP_INVALID_ARGUMENT, "upper bound and larger bound inconsistent with step sign");
-      tp_dtype_t dt = n_args > 3 && args[3].kind == TP_ARG_INT ? (tp_dtype_t)args[3].i
-                      : any_float ? TP_DTYPE_F32 : TP_DTYPE_I64;
-      double size = ceil((v[1] - v[0]) / v[2]);
-      out[0].dtype = dt;
-      out[0].ndim = 1;
-      out[0].sizes[0] = (int64_t)size;
-      args[0].scalar_dtype = args[2].scalar_dtype = TP_DTYPE_F64;
-      args[1].scalar_dtype = TP_DTYPE_F64;
-      return NULL;
-    }
     case TP_X_INDEX: case TP_X_INDEX_PUT: {
       tp_meta_t pos;
       if (op->code == TP_X_INDEX) {
@@ -378,7 +307,7 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       if (n_args < 3 || args[1].kind != TP_ARG_INT || args[2].kind != TP_ARG_TENSOR)
         return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, ...)", op->name);
       int dim = tp_norm_dim(args[1].i, nd);
-      if (dim < 0) return bad_dim(op, args[1].i, nd);
+      if (dim < 0) return tp_dim_error(op, args[1].i, nd);
       const tp_meta_t *index = &args[2].meta;
       if (!tp_dtype_is_int(index->dtype))
         return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
@@ -458,46 +387,6 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
       if (args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
       return NULL;
     }
-    case TP_X_ROLL: {
-      /* roll(self, shifts, dims=[]): PyTorch's checks, in its order and words */
-      const tp_op_arg_t *sh = n_args > 1 ? &args[1] : NULL, *dm = n_args > 2 ? &args[2] : NULL;
-      int ns = !sh ? 0 : sh->kind == TP_ARG_INTS ? sh->n : sh->kind == TP_ARG_INT ? 1 : 0;
-      int nd_dims = dm && dm->kind == TP_ARG_INTS ? dm->n : dm && dm->kind == TP_ARG_INT ? 1 : 0;
-      if (ns == 0) return tp_make_status(TP_INVALID_ARGUMENT, "`shifts` required");
-      if (nd_dims == 0 && ns == 1) return NULL;
-      if (ns != nd_dims)
-        return tp_make_status(TP_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d",
-                              ns, nd_dims);
-      for (int k = 0; k < nd_dims; k++) {
-        int64_t d = dm->kind == TP_ARG_INTS ? dm->ints[k] : dm->i;
-        if (nd == 0)
-          return tp_make_status(TP_OUT_OF_RANGE, "Dimension specified as %lld but tensor has no dimensions",
-                                (long long)d);
-        if (tp_norm_dim(d, nd) < 0)
-          return tp_make_status(TP_OUT_OF_RANGE,
-                                "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                                -nd, nd - 1, (long long)d);
-      }
-      return NULL;
-    }
-    case TP_X_FLIP: case TP_X_TRIL: case TP_X_TRIU:
-      if ((op->code == TP_X_TRIL || op->code == TP_X_TRIU) && nd < 2)
-        return tp_make_status(TP_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
-                              op->name);
-      return NULL;
-    case TP_X_PAD: {
-      if (n_args < 2 || args[1].kind != TP_ARG_INTS || args[1].n % 2 || args[1].n / 2 > nd)
-        return tp_make_status(TP_INVALID_ARGUMENT,
-                              "Length of pad must be even but instead it equals %d", args[1].n);
-      for (int i = 0; i < args[1].n / 2; i++) {
-        int d = nd - 1 - i;
-        out[0].sizes[d] += args[1].ints[2 * i] + args[1].ints[2 * i + 1];
-        if (out[0].sizes[d] < 0)
-          return tp_make_status(TP_INVALID_ARGUMENT, "constant_pad_nd: resulting padded dimension %d is negative", d);
-      }
-      if (n_args > 2 && args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
-      return NULL;
-    }
     default:
       return NULL;
   }
@@ -507,28 +396,6 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   const tp_meta_t *om = out_meta;
   switch ((tp_index_t)op->code) {
-    case TP_X_CAT: {
-      int n = list_count(args, n_args, 0);
-      tp_hlo_value_t parts[TP_MAX_ARGS];
-      int k = 0;
-      int64_t d0 = n_args > n + 1 && args[n + 1].kind == TP_ARG_INT ? args[n + 1].i : 0;
-      int dim = tp_norm_dim(d0, om->ndim);
-      for (int i = 1; i <= n; i++) {
-        if (cat_skipped(&args[i]) && om->ndim != 1) continue;
-        parts[k++] = tp_hlo_convert(b, in[i], om->dtype);
-      }
-      out[0] = k ? tp_hlo_concatenate(b, parts, k, dim < 0 ? 0 : dim)
-                 : tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
-      return;
-    }
-    case TP_X_ARANGE: {
-      tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_F64, 1, om->sizes, 0);
-      tp_hlo_value_t v = tp_hlo_binary(b, TP_HLO_ADD, tp_emit_cast_to(b, in[0], &(tp_meta_t){.dtype = TP_DTYPE_F64, .ndim = 1, .sizes = {om->sizes[0]}}),
-                                       tp_hlo_binary(b, TP_HLO_MUL, io,
-                                                     tp_emit_cast_to(b, in[2], &(tp_meta_t){.dtype = TP_DTYPE_F64, .ndim = 1, .sizes = {om->sizes[0]}})));
-      out[0] = tp_hlo_convert(b, v, om->dtype);
-      return;
-    }
     case TP_X_INDEX: {
       tp_op_arg_t *count = index_count_arg((tp_op_arg_t *)args, n_args);
       index_layout_t l;
@@ -665,64 +532,6 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       out[0] = tp_hlo_select(b, m, v, x);
       return;
     }
-    case TP_X_FLIP: {
-      int64_t dims[TP_MAX_DIMS];
-      int n = 0;
-      const tp_op_arg_t *d = n_args > 1 ? &args[1] : NULL;
-      int cnt = d && d->kind == TP_ARG_INTS ? d->n : 0;
-      for (int i = 0; i < cnt; i++) {
-        int dd = tp_norm_dim(d->ints[i], nd);
-        if (dd >= 0 && nd) dims[n++] = dd;
-      }
-      out[0] = tp_hlo_reverse(b, x, n, dims);
-      return;
-    }
-    case TP_X_ROLL: {
-      const tp_op_arg_t *sh = &args[1], *dm = n_args > 2 ? &args[2] : NULL;
-      int n = sh->kind == TP_ARG_INTS ? sh->n : 1;
-      bool flatten = !dm || dm->kind != TP_ARG_INTS || dm->n == 0;
-      tp_hlo_value_t v = flatten ? flat(b, x) : x;
-      for (int k = 0; k < (flatten ? 1 : n); k++) {
-        int dim = flatten ? 0 : tp_norm_dim(dm->ints[k], nd);
-        int64_t len = v.dims[dim];
-        if (len == 0) continue;
-        int64_t s = (sh->kind == TP_ARG_INTS ? sh->ints[k] : sh->i) % len;
-        if (s < 0) s += len;
-        if (s == 0) continue;
-        int64_t a0[TP_MAX_DIMS] = {0}, a1[TP_MAX_DIMS], b0[TP_MAX_DIMS] = {0}, b1[TP_MAX_DIMS], st[TP_MAX_DIMS];
-        for (int i = 0; i < v.ndim; i++) {
-          a1[i] = b1[i] = v.dims[i];
-          st[i] = 1;
-        }
-        a0[dim] = len - s;
-        b1[dim] = len - s;
-        tp_hlo_value_t parts[2] = {tp_hlo_slice(b, v, a0, a1, st), tp_hlo_slice(b, v, b0, b1, st)};
-        v = tp_hlo_concatenate(b, parts, 2, dim);
-      }
-      out[0] = tp_hlo_reshape(b, v, om->ndim, om->sizes);
-      return;
-    }
-    case TP_X_TRIL: case TP_X_TRIU: {
-      int64_t k = n_args > 1 && args[1].kind == TP_ARG_INT ? args[1].i : 0;
-      tp_hlo_value_t row = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 2);
-      tp_hlo_value_t col = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 1);
-      tp_hlo_value_t diff = tp_hlo_binary(b, TP_HLO_SUB, col, row);
-      tp_hlo_value_t kk = tp_k(b, (double)k, diff);
-      tp_hlo_value_t keep = tp_hlo_compare(b, op->code == TP_X_TRIL ? TP_CMP_LE : TP_CMP_GE, diff, kk);
-      out[0] = tp_hlo_select(b, keep, x, tp_k(b, 0, x));
-      return;
-    }
-    case TP_X_PAD: {
-      int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
-      for (int i = 0; i < args[1].n / 2; i++) {
-        lo[nd - 1 - i] = args[1].ints[2 * i];
-        hi[nd - 1 - i] = args[1].ints[2 * i + 1];
-      }
-      tp_hlo_value_t v = n_args > 2 && args[2].kind == TP_ARG_SCALAR ? tp_hlo_convert(b, in[2], om->dtype)
-                                                                     : tp_hlo_constant(b, om->dtype, 0);
-      out[0] = tp_hlo_pad(b, x, v, lo, hi);
-      return;
-    }
     default:
       out[0] = x;
   }
@@ -753,7 +562,7 @@ static tp_status_t *infer_index_fill(const tp_op_def_t *op, tp_op_arg_t *args, i
     return tp_make_status(TP_INVALID_ARGUMENT, "index_fill: expected (self, dim, index, value)");
   const tp_meta_t *self = &args[0].meta, *index = &args[2].meta;
   int dim = tp_norm_dim(args[1].i, self->ndim);
-  if (dim < 0) return bad_dim(op, args[1].i, self->ndim);
+  if (dim < 0) return tp_dim_error(op, args[1].i, self->ndim);
   if (index->dtype != TP_DTYPE_I64)
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "index_fill_(): Expected dtype int64 for index.");
@@ -806,7 +615,7 @@ tp_status_t *tp_infer_index_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int
                                   : "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s.",
                           args[4].s);
   int dim = tp_norm_dim(args[1].i, nd);
-  if (dim < 0) return bad_dim(op, args[1].i, nd);
+  if (dim < 0) return tp_dim_error(op, args[1].i, nd);
   if (index->dtype != TP_DTYPE_I64 && !(index->dtype == TP_DTYPE_I32 && !scatter))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
   if (self->dtype != src->dtype)

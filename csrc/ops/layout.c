@@ -34,7 +34,7 @@ tp_layout_t tp_op_layout(const tp_op_def_t *op) {
   else if (f == tp_infer_upsample && !((c & TP_UPF_BACKWARD) && (c & TP_UPF_RANK) == 3))
     first = 0; /* a backward follows the gradient */
   else if (f == tp_infer_pad_mode) first = (c & TP_PADF_BACKWARD) != 0;
-  else if (f == tp_infer_index && c == TP_X_PAD) first = 0;
+  else if (f == tp_infer_constant_pad) first = 0;
   if (first >= 0) {
     l.kind = TP_LAYOUT_SUGGESTED;
     l.first = first;

@@ -1,4 +1,5 @@
-/* Reflection and replication padding (1d/2d/3d) and their backwards. Each output position reads
+/* Padding: constant_pad_nd (at the end of the file: stablehlo.pad), and reflection and
+ * replication padding (1d/2d/3d) and their backwards. Each output position reads
  * one input position: the last k dims map through a reflection or a clamp, so the forward is a
  * gather of the flattened input and the backward a scatter-add of the gradient into zeros.
  * |code|: a tp_pad_mode_t (families.h): replication or reflection, forward or backward; the
@@ -92,4 +93,42 @@ void tp_emit_pad_mode(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
   tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), 1, &n_in);
   tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, zeros, flat_lin, g, TP_HLO_ADD);
   out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, r, out_meta[0].ndim, out_meta[0].sizes), out_meta[0].dtype);
+}
+
+/* constant_pad_nd(self, pad, value=0): pad holds (low, high) pairs from the last dim inwards; a
+ * negative amount crops. */
+tp_status_t *tp_infer_constant_pad(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                   tp_meta_t *out, int *n_out) {
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
+  int nd = args[0].meta.ndim;
+  *n_out = 1;
+  out[0] = args[0].meta;
+  if (n_args < 2 || args[1].kind != TP_ARG_INTS || args[1].n % 2 || args[1].n / 2 > nd)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Length of pad must be even but instead it equals %d", args[1].n);
+  for (int i = 0; i < args[1].n / 2; i++) {
+    int d = nd - 1 - i;
+    out[0].sizes[d] += args[1].ints[2 * i] + args[1].ints[2 * i + 1];
+    if (out[0].sizes[d] < 0)
+      return tp_make_status(TP_INVALID_ARGUMENT, "constant_pad_nd: resulting padded dimension %d is negative", d);
+  }
+  if (n_args > 2 && args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = args[0].meta.dtype;
+  return NULL;
+}
+
+void tp_emit_constant_pad(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                          int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                          tp_hlo_value_t *out) {
+  (void)op;
+  const tp_meta_t *om = out_meta;
+  int nd = args[0].meta.ndim;
+  int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+  for (int i = 0; i < args[1].n / 2; i++) {
+    lo[nd - 1 - i] = args[1].ints[2 * i];
+    hi[nd - 1 - i] = args[1].ints[2 * i + 1];
+  }
+  tp_hlo_value_t v = n_args > 2 && args[2].kind == TP_ARG_SCALAR ? tp_hlo_convert(b, in[2], om->dtype)
+                                                                 : tp_hlo_constant(b, om->dtype, 0);
+  out[0] = tp_hlo_pad(b, tp_hlo_convert(b, in[0], om->dtype), v, lo, hi);
 }

@@ -1,8 +1,9 @@
-/* linspace and logspace (TP_LIN_LOGSPACE: base ** the linspace, the power taken in double as CPU's
+/* Ranges: arange (at the end of the file), linspace and logspace (TP_LIN_LOGSPACE: base ** the linspace, the power taken in double as CPU's
  * std::pow(double, scalar_t) does). linspace: CPU's formula, in the output type (double for integer outputs, truncated at the
  * end): step = (end - start) / (steps - 1); start + step * i for the first half, end - step *
  * (steps - 1 - i) for the rest, so both ends are exact. start and end are program inputs; only
  * steps shapes the program. Depends on ops/ helpers and hlo/ only. */
+#include <math.h>
 #include <string.h>
 
 #include "ops/families.h"
@@ -76,4 +77,42 @@ void tp_emit_linspace(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
     v = tp_hlo_binary(b, TP_HLO_POW, tp_k(b, args[3].f, v), v);
   }
   out[0] = tp_hlo_convert(b, v, dt);
+}
+
+/* arange.start_step(start, end, step, dtype?, ...) / arange.start_out(start, end, step): start +
+ * step * i in double, ceil((end - start) / step) elements, converted to the output type (float32
+ * by default when a bound is a float, else int64). */
+tp_status_t *tp_infer_arange(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  (void)op;
+  double v[3];
+  bool any_float = false;
+  for (int i = 0; i < 3; i++) {
+    if (i >= n_args || args[i].kind != TP_ARG_SCALAR)
+      return tp_make_status(TP_INVALID_ARGUMENT, "arange: expected start, end and step");
+    bool f = tp_dtype_is_float(args[i].meta.dtype);
+    any_float = any_float || f;
+    v[i] = f ? args[i].f : (double)args[i].i;
+  }
+  if (v[2] == 0) return tp_make_status(TP_INVALID_ARGUMENT, "step must be nonzero");
+  if ((v[2] > 0 && v[1] < v[0]) || (v[2] < 0 && v[1] > v[0]))
+    return tp_make_status(TP_INVALID_ARGUMENT, "upper bound and larger bound inconsistent with step sign");
+  tp_dtype_t dt = n_args > 3 && args[3].kind == TP_ARG_INT ? (tp_dtype_t)args[3].i
+                  : any_float ? TP_DTYPE_F32 : TP_DTYPE_I64;
+  *n_out = 1;
+  out[0].dtype = dt;
+  out[0].ndim = 1;
+  out[0].sizes[0] = (int64_t)ceil((v[1] - v[0]) / v[2]);
+  for (int i = 0; i < 3; i++) args[i].scalar_dtype = TP_DTYPE_F64;
+  return NULL;
+}
+
+void tp_emit_arange(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  (void)op, (void)args, (void)n_args;
+  const tp_meta_t *om = out_meta;
+  tp_meta_t f64 = {.dtype = TP_DTYPE_F64, .ndim = 1, .sizes = {om->sizes[0]}};
+  tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_F64, 1, om->sizes, 0);
+  tp_hlo_value_t v = tp_add(b, tp_emit_cast_to(b, in[0], &f64), tp_mul(b, io, tp_emit_cast_to(b, in[2], &f64)));
+  out[0] = tp_hlo_convert(b, v, om->dtype);
 }

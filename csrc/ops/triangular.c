@@ -1,4 +1,6 @@
-/* Triangular family: Cholesky factorization and triangular solves, on StableHLO's own cholesky
+/* Triangular matrices: the band family's tril and triu (at the end of the file: the elements on
+ * one side of a diagonal kept, the others zero), and the triangular family: Cholesky
+ * factorization and triangular solves, on StableHLO's own cholesky
  * and triangular_solve (float32/float64; other dtypes go to CPU, which raises its own error).
  * linalg_cholesky_ex's |info| is nonzero exactly when the factorization fails, as LAPACK's; its
  * value is 1 + the first diagonal position of the factor that is not positive, and XLA's CPU
@@ -153,4 +155,30 @@ void tp_emit_triangular(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
       return;
     }
   }
+}
+
+/* tril/triu(self, diagonal=0): |code| a tp_band_t. */
+tp_status_t *tp_infer_band(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                           int *n_out) {
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
+  if (args[0].meta.ndim < 2)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
+                          op->name);
+  *n_out = 1;
+  out[0] = args[0].meta;
+  return NULL;
+}
+
+void tp_emit_band(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                  const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  const tp_meta_t *self = &args[0].meta;
+  int nd = self->ndim;
+  int64_t k = flag(args, n_args, 1, 0);
+  tp_hlo_value_t x = tp_hlo_convert(b, in[0], out_meta->dtype);
+  tp_hlo_value_t row = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 2);
+  tp_hlo_value_t col = tp_hlo_iota(b, TP_DTYPE_I64, nd, self->sizes, nd - 1);
+  tp_hlo_value_t diff = tp_sub(b, col, row);
+  tp_hlo_value_t keep = tp_cmpk(b, op->code == TP_BAND_TRIL ? TP_CMP_LE : TP_CMP_GE, diff, (double)k);
+  out[0] = tp_sel(b, keep, x, tp_k(b, 0, x));
 }
