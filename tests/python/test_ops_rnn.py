@@ -252,13 +252,21 @@ def _bias_grad(gates):
     return g.to(torch.promote_types(g.dtype, torch.float32)).sum(0).to(g.dtype)
 
 
+def _cell_op_inputs(gates, dtype, bias):
+    """A fused cell's inputs (input gates, hidden gates, state, b1, b2; the biases None without
+    bias) for `gates` gates, and their f64 copies as autograd leaves for the reference."""
+    ig, hg, state = _data(B, gates * H, dtype=dtype), _data(B, gates * H, dtype=dtype, seed=1), \
+        _data(B, H, dtype=dtype, seed=2)
+    b1, b2 = (_data(gates * H, dtype=dtype, seed=3), _data(gates * H, dtype=dtype, seed=4)) if bias else (None, None)
+    leaves = [t.double().requires_grad_() for t in (ig, hg, state)] + \
+             ([t.double().requires_grad_() for t in (b1, b2)] if bias else [None, None])
+    return (ig, hg, state, b1, b2), leaves
+
+
 @pytest.mark.parametrize("dtype,bias", _CELL_OP_CASES, ids=_CELL_OP_IDS)
 def test_fused_lstm_cell_op(dtype, bias):
     aten = torch.ops.aten
-    ig, hg, cx = _data(B, 4 * H, dtype=dtype), _data(B, 4 * H, dtype=dtype, seed=1), _data(B, H, dtype=dtype, seed=2)
-    b1, b2 = (_data(4 * H, dtype=dtype, seed=3), _data(4 * H, dtype=dtype, seed=4)) if bias else (None, None)
-    leaves = [t.double().requires_grad_() for t in (ig, hg, cx)] + \
-             ([t.double().requires_grad_() for t in (b1, b2)] if bias else [None, None])
+    (ig, hg, cx, b1, b2), leaves = _cell_op_inputs(4, dtype, bias)
     hy_e, cy_e, ws_e = _lstm_reference(*leaves)
     gh, gc = _data(B, H, dtype=dtype, seed=5), _data(B, H, dtype=dtype, seed=6)
     with torch_pjrt.strict():
@@ -284,10 +292,7 @@ def test_fused_lstm_cell_op(dtype, bias):
 @pytest.mark.parametrize("dtype,bias", _CELL_OP_CASES, ids=_CELL_OP_IDS)
 def test_fused_gru_cell_op(dtype, bias):
     aten = torch.ops.aten
-    ig, hg, hx = _data(B, 3 * H, dtype=dtype), _data(B, 3 * H, dtype=dtype, seed=1), _data(B, H, dtype=dtype, seed=2)
-    b1, b2 = (_data(3 * H, dtype=dtype, seed=3), _data(3 * H, dtype=dtype, seed=4)) if bias else (None, None)
-    leaves = [t.double().requires_grad_() for t in (ig, hg, hx)] + \
-             ([t.double().requires_grad_() for t in (b1, b2)] if bias else [None, None])
+    (ig, hg, hx, b1, b2), leaves = _cell_op_inputs(3, dtype, bias)
     hy_e, ws_e = _gru_reference(*leaves)
     gh = _data(B, H, dtype=dtype, seed=5)
     with torch_pjrt.strict():
