@@ -351,6 +351,11 @@ class _Gen:
         name = self.pick(pred, **kw)
         return name if name is not None else self.add_input()
 
+    def operand_and_out(self):
+        """An operand's name and CPU value (picked or made), then a fresh name for the result."""
+        a = self.pick_or_make()
+        return a, self.env[a], self.fresh()
+
     def partner(self, a, allow_scalar=True):
         """A second operand for |a|: a broadcast-compatible tensor (usually), a fresh input of a
         compatible shape, a Python scalar, or a 0-dim CPU tensor."""
@@ -463,8 +468,7 @@ class _Gen:
 
     def g_clamp(self):
         r = self.rng
-        a = self.pick_or_make()
-        o = self.fresh()
+        a, _, o = self.operand_and_out()
         x = r.random()
         lo, hi = sorted([r.choice([-3, -1, 0, 0.5, 1, 2.5]), r.choice([-2, 0, 1, 1.5, 3])])
         if r.random() < 0.1:
@@ -482,9 +486,7 @@ class _Gen:
 
     def g_reduce(self):
         r = self.rng
-        a = self.pick_or_make()
-        t = self.env[a]
-        o = self.fresh()
+        a, t, o = self.operand_and_out()
         kd = r.choice([True, False])
         fn = r.choice(["sum", "sum", "mean", "amax", "amin", "argmax", "argmin", "prod", "max_dim",
                        "any", "all", "logsumexp", "var", "std", "sum_dtype", "mean_dtype"])
@@ -565,10 +567,8 @@ class _Gen:
 
     def g_view(self):
         r = self.rng
-        a = self.pick_or_make()
-        t = self.env[a]
+        a, t, o = self.operand_and_out()
         nd = t.dim()
-        o = self.fresh()
         kind = r.choice(["transpose", "permute", "slice", "narrow", "expand", "unsqueeze",
                          "reshape", "view", "squeeze", "flatten", "select", "t", "unfold",
                          "diagonal", "slice"])
@@ -682,10 +682,8 @@ class _Gen:
 
     def g_convert(self):
         r = self.rng
-        a = self.pick_or_make()
-        t = self.env[a]
+        a, t, o = self.operand_and_out()
         dt = self.rand_dtype()
-        o = self.fresh()
         x = r.random()
         if x < 0.45:
             return f"{o} = {self.guard(a, dt)}.to({_DT_NAME[dt]})", False
@@ -699,9 +697,7 @@ class _Gen:
 
     def g_cat(self):
         r = self.rng
-        a = self.pick_or_make()
-        t = self.env[a]
-        o = self.fresh()
+        a, t, o = self.operand_and_out()
         if t.dim() == 0:
             return f"{o} = torch.cat([{a}, {a}])", False  # error: zero-dim
         d = r.randrange(t.dim())
@@ -727,8 +723,7 @@ class _Gen:
 
     def g_ctor(self):
         r = self.rng
-        a = self.pick_or_make()
-        o = self.fresh()
+        a, _, o = self.operand_and_out()
         x = r.random()
         if x < 0.4:
             return f"{o} = torch.full_like({a}, {r.choice(SCALARS)!r})", False
