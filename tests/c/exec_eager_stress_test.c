@@ -11,6 +11,7 @@
 #include "exec/eager.h"
 #include "exec/exec.h"
 #include "op_args.h"
+#include "runtime_helpers.h"
 #include "test.h"
 
 static uint64_t g_rng = 0x243F6A8885A308D3ull;
@@ -134,12 +135,8 @@ static void one_round(int iter) {
 }
 
 int main(void) {
-  const char *plugin = tp_test_plugin();
-  char *warning = NULL;
   /* 16 executables for 8 shapes x 3 ops: calls often miss, compile and evict. */
-  CHECK_OK(tp_exec_init(plugin, NULL, 16, &warning));
-  free(warning);
-  if (!tp_exec_client()) {
+  if (!start_exec(16)) {
     TEST_MAIN_END("exec_eager_stress_test");
   }
   const char *rounds_env = getenv("TP_STRESS_ROUNDS");

@@ -7,6 +7,7 @@
 #include "exec/exec.h"
 #include "exec/graph.h"
 #include "op_args.h"
+#include "runtime_helpers.h"
 #include "test.h"
 
 static tp_op_arg_t tensor_arg(void) {
@@ -109,11 +110,7 @@ static void test_graph_run(void) {
 }
 
 int main(void) {
-  const char *plugin = tp_test_plugin();
-  char *warning = NULL;
-  CHECK_OK(tp_exec_init(plugin, NULL, 64, &warning));
-  free(warning);
-  if (!tp_exec_client()) {
+  if (!start_exec(64)) {
     TEST_MAIN_END("exec_graph_test");
   }
   test_graph_run();
