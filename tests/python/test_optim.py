@@ -35,6 +35,14 @@ def _grad(p, step, k, scale=1.0):
     return g.to(p.dtype).to(p.device)
 
 
+def _step(opt, ps, step, dev):
+    """Sets the fixed gradients of |step| on |ps| and steps |opt|; on tpu, in strict mode."""
+    for k, p in enumerate(ps):
+        p.grad = _grad(p, step, k)
+    with torch_pjrt.strict(dev == DEVICE):
+        opt.step()
+
+
 def _train(dev, cls, dtype, steps=4, lr_schedule=None, **kw):
     """|steps| optimizer steps of fixed gradients; the parameters and the optimizer's state."""
     ps = _params(dtype, dev)
@@ -43,10 +51,7 @@ def _train(dev, cls, dtype, steps=4, lr_schedule=None, **kw):
         if lr_schedule:
             for group in opt.param_groups:
                 group["lr"] = lr_schedule(step)
-        for k, p in enumerate(ps):
-            p.grad = _grad(p, step, k)
-        with torch_pjrt.strict(dev == DEVICE):
-            opt.step()
+        _step(opt, ps, step, dev)
     return [p.detach() for p in ps], [opt.state[p][key] for p in ps for key in sorted(opt.state[p])]
 
 
@@ -96,10 +101,7 @@ def test_many_and_strided_parameters():
         ps = [(p.t() if k % 2 else p).detach().requires_grad_() for k, p in enumerate(ps)]
         opt = torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, **kw)
         for step in range(2):
-            for k, p in enumerate(ps):
-                p.grad = _grad(p, step, k)
-            with torch_pjrt.strict(dev == DEVICE):
-                opt.step()
+            _step(opt, ps, step, dev)
         return [p.detach() for p in ps]
     tpu, cpu = run(DEVICE, fused=True), run("cpu", foreach=True)
     assert not tpu[1].is_contiguous()
@@ -129,10 +131,7 @@ def test_tensor_lr(lr_device):
         ps = _params(torch.float32, dev)
         opt = torch.optim.AdamW(ps, lr=torch.tensor(3e-3, device=lr_dev), fused=True, amsgrad=True)
         for step in range(3):
-            for k, p in enumerate(ps):
-                p.grad = _grad(p, step, k)
-            with torch_pjrt.strict(dev == DEVICE):
-                opt.step()
+            _step(opt, ps, step, dev)
         return [p.detach() for p in ps]
     _assert_all_same(run(DEVICE, lr_device), run("cpu", "cpu"))
 
