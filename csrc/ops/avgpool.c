@@ -199,11 +199,7 @@ void tp_emit_avg_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
                       int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                       tp_hlo_value_t *out) {
   avg_t p;
-  tp_status_t *st = parse_avg(op, args, n_args, &p);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse_avg(op, args, n_args, &p))) return;
   const tp_meta_t *x = &args[p.backward ? 1 : 0].meta;
   const tp_meta_t *o = p.backward ? &args[0].meta : &out_meta[0];
   int nd = x->ndim, first = nd - p.k;

@@ -154,11 +154,7 @@ void tp_emit_compact(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
     }
     case TP_CP_MASKED_SELECT: {
       tp_meta_t shape;
-      tp_status_t *st = tp_broadcast_shapes(&args[1].meta, x, &shape);
-      if (st) {
-        tp_hlo_fail(b, st);
-        return;
-      }
+      if (!tp_emit_ok(b, tp_broadcast_shapes(&args[1].meta, x, &shape))) return;
       tp_hlo_value_t mask = tp_hlo_broadcast_to(b, in[1], shape.ndim, shape.sizes);
       if (tp_count_pass(&args[2])) {
         out[0] = tp_emit_count_true(b, mask);

@@ -108,11 +108,7 @@ void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   conv_t c;
   int ns = args[0].meta.ndim - 2;
-  tp_status_t *st = parse_conv(args, n_args, 3, ns, &c);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse_conv(args, n_args, 3, ns, &c))) return;
   tp_dtype_t md = tp_math_dtype(out_meta->dtype);
   tp_hlo_value_t x = in[0], w = in[1];
   int64_t one[3] = {1, 1, 1}, lo[3], hi[3], lhs_dil[3], strides[3];
@@ -173,11 +169,7 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
                            tp_hlo_value_t *out) {
   int ns = args[1].meta.ndim - 2;
   conv_t c;
-  tp_status_t *st = parse_conv(args, n_args, 3, ns, &c);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse_conv(args, n_args, 3, ns, &c))) return;
   tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);
   tp_hlo_value_t g = in[0], x = in[1], w = in[2];
   char buf[96];

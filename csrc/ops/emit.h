@@ -7,6 +7,14 @@
 
 #include "hlo/builder.h"
 
+/* Whether |st| is no error. An error becomes |b|'s sticky failure, and the emitter returns:
+ * `if (!tp_emit_ok(b, parse(...))) return;`. */
+static inline bool tp_emit_ok(tp_hlo_builder_t *b, tp_status_t *st) {
+  if (!st) return true;
+  tp_hlo_fail(b, st);
+  return false;
+}
+
 /* |v| in |like|'s element type, broadcast to |like|'s shape. */
 static inline tp_hlo_value_t tp_k(tp_hlo_builder_t *b, double v, tp_hlo_value_t like) {
   return tp_hlo_broadcast_to(b, tp_hlo_constant(b, like.dtype, v), like.ndim, like.dims);
@@ -16,24 +24,18 @@ static inline tp_hlo_value_t tp_bin(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_
                                     tp_hlo_value_t y) {
   return tp_hlo_binary(b, op, x, y);
 }
-static inline tp_hlo_value_t tp_add(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_ADD, x, y);
-}
-static inline tp_hlo_value_t tp_sub(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_SUB, x, y);
-}
-static inline tp_hlo_value_t tp_mul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_MUL, x, y);
-}
-static inline tp_hlo_value_t tp_div(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_DIV, x, y);
-}
-static inline tp_hlo_value_t tp_and(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_AND, x, y);
-}
-static inline tp_hlo_value_t tp_or(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) {
-  return tp_hlo_binary(b, TP_HLO_OR, x, y);
-}
+/* tp_add, tp_sub, tp_mul, tp_div, tp_and, tp_or: x <op> y. */
+#define TP_EMIT_BINARY(name, code)                                                              \
+  static inline tp_hlo_value_t name(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y) { \
+    return tp_hlo_binary(b, code, x, y);                                                        \
+  }
+TP_EMIT_BINARY(tp_add, TP_HLO_ADD)
+TP_EMIT_BINARY(tp_sub, TP_HLO_SUB)
+TP_EMIT_BINARY(tp_mul, TP_HLO_MUL)
+TP_EMIT_BINARY(tp_div, TP_HLO_DIV)
+TP_EMIT_BINARY(tp_and, TP_HLO_AND)
+TP_EMIT_BINARY(tp_or, TP_HLO_OR)
+#undef TP_EMIT_BINARY
 static inline tp_hlo_value_t tp_un(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x) {
   return tp_hlo_unary(b, op, x);
 }

@@ -428,11 +428,7 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
         return;
       }
       tp_meta_t pos;
-      tp_status_t *st = index_positions_shape(args, n_args, -1, &pos);
-      if (st) {
-        tp_hlo_fail(b, st);
-        return;
-      }
+      if (!tp_emit_ok(b, index_positions_shape(args, n_args, -1, &pos))) return;
       pos.dtype = om->dtype;
       tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos, -1);
       tp_hlo_value_t vals = tp_emit_cast_to(b, in[v], &pos);

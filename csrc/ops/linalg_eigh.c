@@ -79,88 +79,90 @@ static void jacobi_rotation(tp_hlo_builder_t *b, tp_hlo_value_t a, tp_hlo_value_
   *tan = tt;
 }
 
+/* Jacobi sweeps of [bt, ...] |x|: each sweep applies |rotate_pair| to every pair p < q in row
+ * order, while |unconverged| (a scalar bool) says some matrix of the batch still needs one, at
+ * most 60 sweeps. */
+static tp_hlo_value_t jacobi_sweeps(tp_hlo_builder_t *b, tp_hlo_value_t x, int64_t n,
+                                    tp_hlo_value_t (*unconverged)(tp_hlo_builder_t *, tp_hlo_value_t),
+                                    tp_hlo_value_t (*rotate_pair)(tp_hlo_builder_t *, tp_hlo_value_t,
+                                                                  tp_hlo_value_t, tp_hlo_value_t)) {
+  tp_hlo_value_t init[2] = {ci(b, 0), x}, o[2], res[2], t[4];
+  tp_hlo_while_begin(b, init, 2, o);
+  tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, unconverged(b, o[1]), tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
+  pairs_begin(b, o[1], n, t);
+  tp_hlo_value_t swept = pairs_end(b, t, n, rotate_pair(b, t[3], t[1], t[2]));
+  tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
+  tp_hlo_while_end(b, onext, res);
+  return res[1];
+}
+
+/* Whether any element of |big| is true, as a scalar. */
+static tp_hlo_value_t any_of(tp_hlo_builder_t *b, tp_hlo_value_t big) {
+  const int64_t all[3] = {0, 1, 2};
+  return tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, big.ndim, all);
+}
+
+/* Some symmetric [bt, n, n] matrix's off-diagonal part is not yet negligible. */
+static tp_hlo_value_t eig_unconverged(tp_hlo_builder_t *b, tp_hlo_value_t s) {
+  int64_t bt = s.dims[0];
+  tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 2);
+  tp_hlo_value_t sq = tp_bin(b, TP_HLO_MUL, s, s);
+  tp_hlo_value_t off = reduce1(b, reduce1(b, tp_sel(b, tp_cmp(b, TP_CMP_NE, r3, c3), sq, fill(b, s.dtype, 0, 3, s.dims)),
+                                          TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t tot = reduce1(b, reduce1(b, sq, TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
+  return any_of(b, tp_cmp(b, TP_CMP_GT, off, tp_bin(b, TP_HLO_MUL, tot, fill(b, s.dtype, 1e-30, 1, &bt))));
+}
+
+/* The two-sided rotation that zeroes x[p, q] and x[q, p]. */
+static tp_hlo_value_t eig_rotate_pair(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t p, tp_hlo_value_t q) {
+  int64_t bt = x.dims[0];
+  tp_hlo_value_t app = at2(b, x, p, p), aqq = at2(b, x, q, q), apq = at2(b, x, p, q);
+  tp_hlo_value_t tt, c, sn, zero = fill(b, x.dtype, 0, 1, &bt);
+  jacobi_rotation(b, app, aqq, apq, &tt, &c, &sn);
+  tp_hlo_value_t y = rotate(b, rotate(b, x, p, q, c, sn, false), p, q, c, sn, true);
+  y = put(b, y, p, p, tp_bin(b, TP_HLO_SUB, app, tp_bin(b, TP_HLO_MUL, tt, apq)));
+  y = put(b, y, q, q, tp_bin(b, TP_HLO_ADD, aqq, tp_bin(b, TP_HLO_MUL, tt, apq)));
+  return put(b, put(b, y, p, q, zero), q, p, zero);
+}
+
 /* Eigenvalues of the symmetric [bt, n, n] |s| (float64), unsorted: cyclic Jacobi rotations until
  * the off-diagonal part is negligible. Eigenvalues are unique, so any accurate method matches
  * LAPACK's within its own error; working in float64 keeps ours well inside it for float32. */
 tp_hlo_value_t tp_factor_sym_eigvals(tp_hlo_builder_t *b, tp_hlo_value_t s) {
-  int64_t bt = s.dims[0], n = s.dims[1];
-  tp_dtype_t dt = s.dtype;
-  if (n > 1 && bt > 0) {
-    tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, s.dims, 2);
-    tp_hlo_value_t offd = tp_cmp(b, TP_CMP_NE, r3, c3), zero3 = fill(b, dt, 0, 3, s.dims);
-    const int64_t all[3] = {0, 1, 2};
-    tp_hlo_value_t init[2] = {ci(b, 0), s}, o[2], res[2];
-    tp_hlo_while_begin(b, init, 2, o);
-    {
-      tp_hlo_value_t sq = tp_bin(b, TP_HLO_MUL, o[1], o[1]);
-      tp_hlo_value_t off = reduce1(b, reduce1(b, tp_sel(b, offd, sq, zero3), TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t tot = reduce1(b, reduce1(b, sq, TP_HLO_ADD, 0, 2), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t big = tp_cmp(b, TP_CMP_GT, off, tp_bin(b, TP_HLO_MUL, tot, fill(b, dt, 1e-30, 1, &bt)));
-      tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 1, all);
-      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
-    }
-    tp_hlo_value_t t[4], swept;
-    pairs_begin(b, o[1], n, t);
-    {
-      tp_hlo_value_t p = t[1], q = t[2];
-      tp_hlo_value_t x = t[3];
-      tp_hlo_value_t app = at2(b, x, p, p), aqq = at2(b, x, q, q), apq = at2(b, x, p, q);
-      tp_hlo_value_t tt, c, sn, zero = fill(b, dt, 0, 1, &bt);
-      jacobi_rotation(b, app, aqq, apq, &tt, &c, &sn);
-      tp_hlo_value_t y = rotate(b, rotate(b, x, p, q, c, sn, false), p, q, c, sn, true);
-      y = put(b, y, p, p, tp_bin(b, TP_HLO_SUB, app, tp_bin(b, TP_HLO_MUL, tt, apq)));
-      y = put(b, y, q, q, tp_bin(b, TP_HLO_ADD, aqq, tp_bin(b, TP_HLO_MUL, tt, apq)));
-      y = put(b, put(b, y, p, q, zero), q, p, zero);
-      swept = pairs_end(b, t, n, y);
-    }
-    tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
-    tp_hlo_while_end(b, onext, res);
-    s = res[1];
-  }
+  if (s.dims[1] > 1 && s.dims[0] > 0) s = jacobi_sweeps(b, s, s.dims[1], eig_unconverged, eig_rotate_pair);
   return diagonal(b, s);
+}
+
+/* Some [bt, m, n] matrix still has two columns that are not orthogonal to working precision. */
+static tp_hlo_value_t svd_unconverged(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  int64_t bt = x.dims[0], n = x.dims[2];
+  int64_t g3[3] = {bt, n, n};
+  const int64_t bd = 0, c1 = 1, m01[2] = {0, 1}, m02[2] = {0, 2};
+  tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 2);
+  tp_hlo_value_t g = tp_hlo_dot_general(b, x, x, 1, &bd, &bd, 1, &c1, &c1, x.dtype);
+  tp_hlo_value_t d = diagonal(b, g);
+  tp_hlo_value_t dd = tp_bin(b, TP_HLO_MUL, spread(b, d, 3, g3, m01), spread(b, d, 3, g3, m02));
+  tp_hlo_value_t lim = tp_bin(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_SQRT, dd), fill(b, x.dtype, 1e-15, 3, g3));
+  return any_of(b, tp_hlo_binary(b, TP_HLO_AND, tp_cmp(b, TP_CMP_NE, r3, c3),
+                                 tp_cmp(b, TP_CMP_GT, tp_hlo_unary(b, TP_HLO_ABS, g), lim)));
+}
+
+/* The one-sided rotation that makes columns p and q orthogonal. */
+static tp_hlo_value_t svd_rotate_pair(tp_hlo_builder_t *b, tp_hlo_value_t y, tp_hlo_value_t p, tp_hlo_value_t q) {
+  tp_hlo_value_t cp = column(b, y, p), cq = column(b, y, q);
+  tp_hlo_value_t alpha = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t beta = reduce1(b, tp_bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t gamma = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
+  tp_hlo_value_t tt, c, sn;
+  jacobi_rotation(b, alpha, beta, gamma, &tt, &c, &sn);
+  return rotate(b, y, p, q, c, sn, true);
 }
 
 /* Singular values of [bt, m, n] |x| (float64, m >= n), unsorted: one-sided Jacobi rotations of
  * column pairs until the columns are orthogonal, then the column norms. Accurate to a few ulps
  * relative to each value (no Gram matrix is formed), so float64 matches LAPACK too. */
 tp_hlo_value_t tp_factor_svals(tp_hlo_builder_t *b, tp_hlo_value_t x) {
-  int64_t bt = x.dims[0], n = x.dims[2];
-  tp_dtype_t dt = x.dtype;
-  int64_t g3[3] = {bt, n, n};
-  const int64_t bd = 0, c1 = 1;
-  if (n > 1 && bt > 0) {
-    tp_hlo_value_t r3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 1), c3 = tp_hlo_iota(b, TP_DTYPE_I32, 3, g3, 2);
-    tp_hlo_value_t offd = tp_cmp(b, TP_CMP_NE, r3, c3);
-    const int64_t m01[2] = {0, 1}, m02[2] = {0, 2};
-    tp_hlo_value_t init[2] = {ci(b, 0), x}, o[2], res[2];
-    tp_hlo_while_begin(b, init, 2, o);
-    {
-      tp_hlo_value_t g = tp_hlo_dot_general(b, o[1], o[1], 1, &bd, &bd, 1, &c1, &c1, dt);
-      tp_hlo_value_t d = diagonal(b, g);
-      tp_hlo_value_t dd = tp_bin(b, TP_HLO_MUL, spread(b, d, 3, g3, m01), spread(b, d, 3, g3, m02));
-      tp_hlo_value_t lim = tp_bin(b, TP_HLO_MUL, tp_hlo_unary(b, TP_HLO_SQRT, dd), fill(b, dt, 1e-15, 3, g3));
-      tp_hlo_value_t big = tp_hlo_binary(b, TP_HLO_AND, offd, tp_cmp(b, TP_CMP_GT, tp_hlo_unary(b, TP_HLO_ABS, g), lim));
-      const int64_t dims3[3] = {0, 1, 2};
-      tp_hlo_value_t any = tp_hlo_reduce(b, big, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, 3, dims3);
-      tp_hlo_while_body(b, tp_hlo_binary(b, TP_HLO_AND, any, tp_cmp(b, TP_CMP_LT, o[0], ci(b, 60))), o);
-    }
-    tp_hlo_value_t t[4], swept;
-    pairs_begin(b, o[1], n, t);
-    {
-      tp_hlo_value_t p = t[1], q = t[2];
-      tp_hlo_value_t y = t[3];
-      tp_hlo_value_t cp = column(b, y, p), cq = column(b, y, q);
-      tp_hlo_value_t alpha = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cp), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t beta = reduce1(b, tp_bin(b, TP_HLO_MUL, cq, cq), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t gamma = reduce1(b, tp_bin(b, TP_HLO_MUL, cp, cq), TP_HLO_ADD, 0, 1);
-      tp_hlo_value_t tt, c, sn;
-      jacobi_rotation(b, alpha, beta, gamma, &tt, &c, &sn);
-      swept = pairs_end(b, t, n, rotate(b, y, p, q, c, sn, true));
-    }
-    tp_hlo_value_t onext[2] = {tp_bin(b, TP_HLO_ADD, o[0], ci(b, 1)), swept};
-    tp_hlo_while_end(b, onext, res);
-    x = res[1];
-  }
+  if (x.dims[2] > 1 && x.dims[0] > 0) x = jacobi_sweeps(b, x, x.dims[2], svd_unconverged, svd_rotate_pair);
   tp_hlo_value_t sq = reduce1(b, tp_bin(b, TP_HLO_MUL, x, x), TP_HLO_ADD, 0, 1);
   return tp_hlo_unary(b, TP_HLO_SQRT, sq);
 }

@@ -284,11 +284,7 @@ void tp_emit_max_pool(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
                       int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                       tp_hlo_value_t *out) {
   pool_t p;
-  tp_status_t *st = parse_pool(op, args, n_args, &p);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse_pool(op, args, n_args, &p))) return;
   if (p.backward) {
     /* grad_input: scatter-add grad_output at (plane, index) into zeros of self's shape. */
     tp_dtype_t md = tp_math_dtype(out_meta[0].dtype);

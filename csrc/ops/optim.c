@@ -82,6 +82,23 @@ static tp_status_t *expect_like_param(const tp_op_def_t *op, const tp_op_arg_t *
   return NULL;
 }
 
+static tp_status_t *expect_count(const tp_op_def_t *op, int n_args, int count) {
+  if (n_args == count) return NULL;
+  return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected %d arguments, got %d", op->name, count,
+                        n_args);
+}
+
+/* Argument |i| must be a tensor (|what|: the error's words for it) of a real floating type. */
+static tp_status_t *expect_float_tensor(const tp_op_def_t *op, const tp_op_arg_t *args, int i,
+                                        const char *what) {
+  if (args[i].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected %s", op->name, what);
+  if (!is_real_float(args[i].meta.dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
+                          tp_dtype_name(args[i].meta.dtype));
+  return NULL;
+}
+
 static tp_meta_t written(const tp_op_arg_t *args, int i) {
   tp_meta_t m = args[i].meta;
   m.writes_arg = i + 1;
@@ -90,15 +107,8 @@ static tp_meta_t written(const tp_op_arg_t *args, int i) {
 
 static tp_status_t *infer_adam(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                tp_meta_t *out, int *n_out) {
-  if (n_args != A_COUNT)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected %d arguments, got %d", op->name,
-                          A_COUNT, n_args);
-  if (args[A_PARAM].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected a tensor for each parameter",
-                          op->name);
-  if (!is_real_float(args[A_PARAM].meta.dtype))
-    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
-                          tp_dtype_name(args[A_PARAM].meta.dtype));
+  TP_RETURN_IF_ERROR(expect_count(op, n_args, A_COUNT));
+  TP_RETURN_IF_ERROR(expect_float_tensor(op, args, A_PARAM, "a tensor for each parameter"));
   TP_RETURN_IF_ERROR(expect_like_param(op, args, A_GRAD, "grads"));
   TP_RETURN_IF_ERROR(expect_like_param(op, args, A_EXP_AVG, "exp_avgs"));
   TP_RETURN_IF_ERROR(expect_like_param(op, args, A_EXP_AVG_SQ, "exp_avg_sqs"));
@@ -147,14 +157,8 @@ static tp_status_t *infer_adam(const tp_op_def_t *op, tp_op_arg_t *args, int n_a
 
 static tp_status_t *infer_unscale(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                   tp_meta_t *out, int *n_out) {
-  if (n_args != U_COUNT)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected %d arguments, got %d", op->name,
-                          U_COUNT, n_args);
-  if (args[U_GRAD].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected a list of tensors", op->name);
-  if (!is_real_float(args[U_GRAD].meta.dtype))
-    return tp_make_status(TP_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op->name,
-                          tp_dtype_name(args[U_GRAD].meta.dtype));
+  TP_RETURN_IF_ERROR(expect_count(op, n_args, U_COUNT));
+  TP_RETURN_IF_ERROR(expect_float_tensor(op, args, U_GRAD, "a list of tensors"));
   TP_RETURN_IF_ERROR(expect_one(op, args, U_INV_SCALE, "inv_scale", TP_DTYPE_F32, true));
   TP_RETURN_IF_ERROR(expect_one(op, args, U_FOUND_INF, "found_inf", TP_DTYPE_F32, false));
   out[0] = written(args, U_GRAD);
@@ -165,9 +169,7 @@ static tp_status_t *infer_unscale(const tp_op_def_t *op, tp_op_arg_t *args, int 
 
 static tp_status_t *infer_update_scale(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                        tp_meta_t *out, int *n_out) {
-  if (n_args != S_COUNT)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected %d arguments, got %d", op->name,
-                          S_COUNT, n_args);
+  TP_RETURN_IF_ERROR(expect_count(op, n_args, S_COUNT));
   TP_RETURN_IF_ERROR(expect_one(op, args, S_TRACKER, "growth_tracker", TP_DTYPE_I32, false));
   TP_RETURN_IF_ERROR(expect_one(op, args, S_SCALE, "current_scale", TP_DTYPE_F32, false));
   TP_RETURN_IF_ERROR(expect_one(op, args, S_FOUND_INF, "found_inf", TP_DTYPE_F32, true));

@@ -33,28 +33,29 @@ static tp_hlo_value_t random_bits(tp_hlo_builder_t *b, tp_hlo_value_t key, const
   return mix(b, z);
 }
 
-/* Uniform [0, 1) numbers of |dtype| (f64 or f32 precision) in |shape|, from scalar i64 |key|. */
-static tp_hlo_value_t uniform01(tp_hlo_builder_t *b, tp_hlo_value_t key, const tp_meta_t *shape,
-                                tp_dtype_t dtype) {
+/* Uniform numbers of |dtype| (f64 or f32 precision) in |shape|, from scalar i64 |key|: in
+ * [0, 1) as k 2^-bits (53 or 24 bits), or with |open| strictly inside (0, 1) as the midpoints
+ * (k + 1/2) 2^-bits (52 or 23 bits), so that log(u) and log(-log(u)) are finite. */
+static tp_hlo_value_t uniform_bits(tp_hlo_builder_t *b, tp_hlo_value_t key, const tp_meta_t *shape,
+                                   tp_dtype_t dtype, bool open) {
   tp_hlo_value_t z = random_bits(b, key, shape);
   bool wide = dtype == TP_DTYPE_F64;
-  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_k(b, wide ? 11 : 40, z));
+  int bits = (wide ? 53 : 24) - open;
+  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_k(b, 64 - bits, z));
   tp_hlo_value_t u = tp_hlo_convert(b, top, wide ? TP_DTYPE_F64 : TP_DTYPE_F32);
-  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_k(b, wide ? 0x1p-53 : 0x1p-24, u));
+  if (open) u = tp_hlo_binary(b, TP_HLO_ADD, u, tp_k(b, 0.5, u));
+  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_k(b, ldexp(1, -bits), u));
   return tp_hlo_reshape(b, u, shape->ndim, shape->sizes);
 }
 
-/* Uniform numbers of f32 (23 bits) or f64 (52 bits) strictly inside (0, 1) in |shape|: the
- * midpoints (k + 1/2) 2^-bits, so that log(u) and log(-log(u)) are finite. */
+static tp_hlo_value_t uniform01(tp_hlo_builder_t *b, tp_hlo_value_t key, const tp_meta_t *shape,
+                                tp_dtype_t dtype) {
+  return uniform_bits(b, key, shape, dtype, false);
+}
+
 static tp_hlo_value_t uniform_open(tp_hlo_builder_t *b, tp_hlo_value_t key, const tp_meta_t *shape,
                                    tp_dtype_t dtype) {
-  tp_hlo_value_t z = random_bits(b, key, shape);
-  bool wide = dtype == TP_DTYPE_F64;
-  tp_hlo_value_t top = tp_hlo_binary(b, TP_HLO_SHR_L, z, tp_k(b, wide ? 12 : 41, z));
-  tp_hlo_value_t u = tp_hlo_convert(b, top, wide ? TP_DTYPE_F64 : TP_DTYPE_F32);
-  u = tp_hlo_binary(b, TP_HLO_ADD, u, tp_k(b, 0.5, u));
-  u = tp_hlo_binary(b, TP_HLO_MUL, u, tp_k(b, wide ? 0x1p-52 : 0x1p-23, u));
-  return tp_hlo_reshape(b, u, shape->ndim, shape->sizes);
+  return uniform_bits(b, key, shape, dtype, true);
 }
 
 /* multinomial(self, num_samples, replacement, generator, key, count): self is [R, K] or [K].

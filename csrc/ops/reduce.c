@@ -352,11 +352,7 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                     tp_hlo_value_t *out) {
   reduction_t r;
-  tp_status_t *st = parse_reduction(op, args, n_args, &r);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse_reduction(op, args, n_args, &r))) return;
   tp_hlo_value_t x = in[0];
   tp_dtype_t od = out_meta[0].dtype;
   tp_dtype_t acc = tp_math_dtype(od);

@@ -102,11 +102,7 @@ tp_status_t *tp_infer_sort(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
 void tp_emit_sort(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   sort_args_t s;
-  tp_status_t *st = parse(op, args, n_args, &s);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse(op, args, n_args, &s))) return;
   tp_hlo_value_t x = in[0];
   if (x.ndim == 0) { /* a 0-dim tensor sorts as one element */
     int64_t one = 1;

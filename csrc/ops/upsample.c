@@ -155,11 +155,7 @@ void tp_emit_upsample(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_ar
                       int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                       tp_hlo_value_t *out) {
   up_t p;
-  tp_status_t *st = parse_up(op, args, n_args, &p);
-  if (st) {
-    tp_hlo_fail(b, st);
-    return;
-  }
+  if (!tp_emit_ok(b, parse_up(op, args, n_args, &p))) return;
   int nd = p.ndim;
   if (tp_meta_numel(&out_meta[0]) == 0 || tp_meta_numel(&args[0].meta) == 0) {
     out[0] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[0].dtype, 0), out_meta[0].ndim, out_meta[0].sizes);
