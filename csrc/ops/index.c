@@ -59,6 +59,41 @@ tp_hlo_value_t tp_emit_checked_index(tp_hlo_builder_t *b, tp_hlo_value_t index, 
   return tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, hi), iv);
 }
 
+/* The (self, dim, index, source, ...) arguments that index_select, gather, scatter, index_add,
+ * index_fill, index_reduce, scatter_reduce and index_copy share: |dim| wrapped (a 0-d self
+ * counts as 1-d), |src| the fourth argument or NULL. */
+typedef struct {
+  const tp_meta_t *self, *index;
+  const tp_op_arg_t *src;
+  int nd, dim;
+} dim_index_t;
+
+static dim_index_t dim_index_of(const tp_op_arg_t *args, int n_args) {
+  dim_index_t p = {.self = &args[0].meta, .index = &args[2].meta, .src = n_args > 3 ? &args[3] : NULL,
+                   .nd = args[0].meta.ndim};
+  p.dim = tp_norm_dim(args[1].i, p.nd);
+  return p;
+}
+
+/* Checks the shared arguments' kinds (at least |min_args| of them) and the dim's range. */
+static tp_status_t *parse_dim_index(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                    int min_args, dim_index_t *p) {
+  if (n_args < min_args || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
+      args[2].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, ...)", op->name);
+  *p = dim_index_of(args, n_args);
+  return p->dim < 0 ? tp_dim_error(op, args[1].i, p->nd) : NULL;
+}
+
+/* The [k] (or 0-d) checked |index| into a dim of |size|, placed along |dim| of |pos|'s shape. */
+static tp_hlo_value_t index_along(tp_hlo_builder_t *b, tp_hlo_value_t index, int64_t size,
+                                  const tp_meta_t *pos, int dim, bool negative_ok) {
+  tp_hlo_value_t iv = tp_emit_checked_index(b, index, size, negative_ok);
+  int64_t one = 1, bd = dim;
+  if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
+  return tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, &bd);
+}
+
 /* Arguments of a tensor list flattened by the glue: args[at] = count, then the tensors. */
 static int list_count(const tp_op_arg_t *args, int n_args, int at) {
   return at < n_args && args[at].kind == TP_ARG_INT ? (int)args[at].i : -1;
@@ -304,11 +339,10 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
   switch ((tp_index_t)op->code) {
     case TP_X_INDEX_SELECT: case TP_X_GATHER: case TP_X_SCATTER: case TP_X_SCATTER_ADD:
     case TP_X_INDEX_ADD: {
-      if (n_args < 3 || args[1].kind != TP_ARG_INT || args[2].kind != TP_ARG_TENSOR)
-        return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, ...)", op->name);
-      int dim = tp_norm_dim(args[1].i, nd);
-      if (dim < 0) return tp_dim_error(op, args[1].i, nd);
-      const tp_meta_t *index = &args[2].meta;
+      dim_index_t p = {0};
+      TP_RETURN_IF_ERROR(parse_dim_index(op, args, n_args, 3, &p));
+      int dim = p.dim;
+      const tp_meta_t *index = p.index;
       if (!tp_dtype_is_int(index->dtype))
         return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
       if (op->code == TP_X_INDEX_SELECT) {
@@ -334,12 +368,12 @@ tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args
         out[0] = *index;
         out[0].dtype = self->dtype;
       } else if (op->code == TP_X_INDEX_ADD) {
-        if (n_args < 4 || args[3].kind != TP_ARG_TENSOR || args[3].meta.ndim != nd)
+        if (!p.src || p.src->kind != TP_ARG_TENSOR || p.src->meta.ndim != nd)
           return tp_make_status(TP_UNIMPLEMENTED, "index_add: source rank differs");
         for (int i = 4; i < n_args; i++)
           if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = self->dtype;
       } else {
-        const tp_meta_t *src = n_args > 3 && args[3].kind == TP_ARG_TENSOR ? &args[3].meta : NULL;
+        const tp_meta_t *src = p.src && p.src->kind == TP_ARG_TENSOR ? &p.src->meta : NULL;
         if (src && src->dtype != self->dtype)
           return tp_make_status(TP_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal to src.dtype");
         if (nonempty_dims(index->ndim) != nonempty_dims(nd))
@@ -462,25 +496,20 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
   }
   const tp_meta_t *self = &args[0].meta;
   tp_hlo_value_t x = tp_hlo_convert(b, in[0], om->dtype);
-  int nd = self->ndim;
+  int nd = self->ndim, dim = op->code == TP_X_MASKED_FILL ? 0 : dim_index_of(args, n_args).dim;
   switch ((tp_index_t)op->code) {
     case TP_X_INDEX_SELECT: {
-      int dim = tp_norm_dim(args[1].i, nd);
-      tp_hlo_value_t iv = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
       if (nd == 0) {
+        tp_emit_checked_index(b, in[2], 1, false);
         out[0] = x;
         return;
       }
-      int64_t one = 1;
-      if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
-      int64_t bd = dim;
-      tp_hlo_value_t along = tp_hlo_broadcast_in_dim(b, iv, om->ndim, om->sizes, &bd);
+      tp_hlo_value_t along = index_along(b, in[2], self->sizes[dim], om, dim, false);
       tp_hlo_value_t idx = linear_index(b, self, om, dim, along);
       out[0] = tp_hlo_gather_1d(b, flat(b, x), idx);
       return;
     }
     case TP_X_GATHER: {
-      int dim = tp_norm_dim(args[1].i, nd);
       if (nd == 0) {
         out[0] = tp_hlo_reshape(b, x, om->ndim, om->sizes);
         return;
@@ -490,16 +519,12 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       return;
     }
     case TP_X_SCATTER: case TP_X_SCATTER_ADD: case TP_X_INDEX_ADD: {
-      int dim = tp_norm_dim(args[1].i, nd);
       const tp_meta_t *pos; /* the positions written: index's shape, or source's for index_add */
       tp_hlo_value_t along, upd;
       if (op->code == TP_X_INDEX_ADD) {
         pos = &args[3].meta;
-        int64_t bd = dim;
-        tp_hlo_value_t iv = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
-        int64_t one = 1;
-        if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
-        along = nd ? tp_hlo_broadcast_in_dim(b, iv, pos->ndim, pos->sizes, &bd) : iv;
+        along = nd ? index_along(b, in[2], self->sizes[dim], pos, dim, false)
+                   : tp_emit_checked_index(b, in[2], 1, false);
         upd = tp_hlo_convert(b, in[3], om->dtype);
         if (n_args > 4 && args[4].kind == TP_ARG_SCALAR)
           upd = tp_hlo_binary(b, TP_HLO_MUL, upd, tp_hlo_broadcast_to(b, in[4], upd.ndim, upd.dims));
@@ -553,12 +578,9 @@ static int parse_index_reduction(const char *s) {
 /* index_fill(self, dim, index, value): TP_XR_INDEX_FILL of the same row family. */
 static tp_status_t *infer_index_fill(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                      tp_meta_t *out, int *n_out) {
-  if (n_args < 4 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
-      args[2].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "index_fill: expected (self, dim, index, value)");
-  const tp_meta_t *self = &args[0].meta, *index = &args[2].meta;
-  int dim = tp_norm_dim(args[1].i, self->ndim);
-  if (dim < 0) return tp_dim_error(op, args[1].i, self->ndim);
+  dim_index_t p = {0};
+  TP_RETURN_IF_ERROR(parse_dim_index(op, args, n_args, 4, &p));
+  const tp_meta_t *self = p.self, *index = p.index;
   if (index->dtype != TP_DTYPE_I64)
     return tp_make_status(TP_INVALID_ARGUMENT,
                           "index_fill_(): Expected dtype int64 for index.");
@@ -587,9 +609,8 @@ static tp_hlo_value_t emit_index_fill(tp_hlo_builder_t *b, const tp_op_arg_t *ar
   if (n == 0 || tp_meta_numel(&self) == 0) return in[0];
   pos = self;
   pos.sizes[dim] = n;
-  tp_hlo_value_t iv = tp_hlo_reshape(b, tp_emit_checked_index(b, in[2], self.sizes[dim], true), 1, &n);
-  int64_t bd = dim;
-  tp_hlo_value_t along = tp_hlo_broadcast_in_dim(b, iv, pos.ndim, pos.sizes, &bd);
+  tp_hlo_value_t index = tp_hlo_reshape(b, in[2], 1, &n);
+  tp_hlo_value_t along = index_along(b, index, self.sizes[dim], &pos, dim, true);
   tp_hlo_value_t upd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], om->dtype), pos.ndim, pos.sizes);
   tp_hlo_value_t r = tp_hlo_scatter_1d(b, flat(b, in[0]), linear_index(b, &self, &pos, dim, along), upd);
   return tp_hlo_reshape(b, r, om->ndim, om->sizes);
@@ -599,19 +620,18 @@ tp_status_t *tp_infer_index_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int
                                    tp_meta_t *out, int *n_out) {
   if (op->code == TP_XR_INDEX_FILL) return infer_index_fill(op, args, n_args, out, n_out);
   bool scatter = op->code == TP_XR_SCATTER_REDUCE;
-  if (n_args < 5 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
-      args[2].kind != TP_ARG_TENSOR || args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_STR)
+  dim_index_t p = {0};
+  TP_RETURN_IF_ERROR(parse_dim_index(op, args, n_args, 5, &p));
+  if (args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_STR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (self, dim, index, src, reduce)", op->name);
-  const tp_meta_t *self = &args[0].meta, *index = &args[2].meta, *src = &args[3].meta;
-  int nd = self->ndim;
+  const tp_meta_t *self = p.self, *index = p.index, *src = &args[3].meta;
+  int nd = p.nd, dim = p.dim;
   int red = parse_index_reduction(args[4].s);
   if (red < 0 || (!scatter && red == TP_RED_SUM))
     return tp_make_status(TP_INVALID_ARGUMENT,
                           scatter ? "reduce argument must be either sum, prod, mean, amax or amin, got %s"
                                   : "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s.",
                           args[4].s);
-  int dim = tp_norm_dim(args[1].i, nd);
-  if (dim < 0) return tp_dim_error(op, args[1].i, nd);
   if (index->dtype != TP_DTYPE_I64 && !(index->dtype == TP_DTYPE_I32 && !scatter))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
   if (self->dtype != src->dtype)
@@ -682,10 +702,7 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
     for (int i = 0; i < pos.ndim; i++) step[i] = 1;
     upd = tp_hlo_slice(b, src, start, pos.sizes, step);
   } else {
-    int64_t bd = dim, one = 1;
-    tp_hlo_value_t iv = tp_emit_checked_index(b, in[2], self->sizes[dim], false);
-    if (iv.ndim == 0) iv = tp_hlo_reshape(b, iv, 1, &one);
-    along = tp_hlo_broadcast_in_dim(b, iv, pos.ndim, pos.sizes, &bd);
+    along = index_along(b, in[2], self->sizes[dim], &pos, dim, false);
     upd = src;
   }
   tp_hlo_value_t idx = nd ? linear_index(b, self, &pos, dim, along) : tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
