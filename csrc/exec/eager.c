@@ -326,7 +326,38 @@ static void tensor_arg(tp_eager_arg_t *a, const tp_view_t *v) {
   a->view = *v;
 }
 
+/* |src|'s storage copied whole to |device| (device to device, under the executor lock): |out_v|
+ * is |src| over the copy, which the caller releases (*out_s). */
+static tp_status_t *storage_on_device(const tp_view_t *src, int device, tp_storage_t **out_s,
+                                      tp_view_t *out_v) {
+  tp_storage_t *from = src->storage;
+  TP_RETURN_IF_ERROR(tp_storage_create(tp_exec_client(), device, tp_storage_nbytes(from), out_s));
+  *out_v = *src;
+  out_v->storage = *out_s;
+  tp_status_t *st = NULL;
+  tp_exec_lock();
+  PJRT_Buffer *buffer = tp_storage_buffer(from), *moved = NULL;
+  if (buffer) st = tp_buffer_copy_to_device(tp_exec_client(), buffer, device, &moved);
+  if (moved)
+    tp_storage_set_buffer(*out_s, moved, tp_storage_buffer_dtype(from), tp_storage_buffer_numel(from));
+  tp_exec_unlock();
+  if (st) {
+    tp_storage_release(*out_s);
+    *out_s = NULL;
+  }
+  return st;
+}
+
 tp_status_t *tp_eager_copy_bits(const tp_view_t *dst, const tp_view_t *src, bool conj, bool neg) {
+  if (tp_exec_client() && tp_storage_device(src->storage) != tp_storage_device(dst->storage)) {
+    /* Across devices: the source's storage moves to the destination's device first. */
+    tp_storage_t *moved = NULL;
+    tp_view_t v;
+    TP_RETURN_IF_ERROR(storage_on_device(src, tp_storage_device(dst->storage), &moved, &v));
+    tp_status_t *st = tp_eager_copy_bits(dst, &v, conj, neg);
+    tp_storage_release(moved);
+    return st;
+  }
   /* copy(self, src, non_blocking) and the copy row's own conj/neg attributes. */
   tp_eager_arg_t args[5];
   int n = conj || neg ? 5 : 2;

@@ -79,7 +79,9 @@ tp_status_t *tp_exec_init(const char *plugin_path, const char *cache_dir, size_t
   if (out_warning) *out_warning = NULL;
   if (g.client) return NULL;
   tp_client_t *client = NULL;
-  TP_RETURN_IF_ERROR(tp_client_create(plugin_path, 1, &client));
+  const char *n_env = getenv("TORCH_PJRT_CPU_DEVICES");
+  int n_cpu = n_env && atoi(n_env) > 0 ? atoi(n_env) : 1;
+  TP_RETURN_IF_ERROR(tp_client_create(plugin_path, n_cpu, &client));
   tp_exec_cache_t *cache = NULL;
   char id[1200];
   codegen_id(id, sizeof(id));

@@ -170,6 +170,23 @@ tp_status_t *tp_buffer_from_host(tp_client_t *client, int device, const void *da
   return st;
 }
 
+tp_status_t *tp_buffer_copy_to_device(tp_client_t *client, PJRT_Buffer *buffer, int device,
+                                      PJRT_Buffer **out_buffer) {
+  const PJRT_Api *api = client->api;
+  *out_buffer = NULL;
+  if (device < 0 || (size_t)device >= client->num_devices)
+    return tp_make_status(TP_INVALID_ARGUMENT, "copy to tpu:%d: the client has %zu device(s)",
+                          device, client->num_devices);
+  if (!TP_PJRT_HAS(api, PJRT_Buffer_CopyToDevice))
+    return tp_make_status(TP_UNIMPLEMENTED, "the plugin copies no buffer between devices");
+  TP_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args, args);
+  args.buffer = buffer;
+  args.dst_device = client->devices[device];
+  TP_RETURN_IF_ERROR(tp_pjrt_status(api, api->PJRT_Buffer_CopyToDevice(&args), "copy device to device"));
+  *out_buffer = args.dst_buffer;
+  return NULL;
+}
+
 tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *pjrt_buffer, void *dst, size_t size) {
   const PJRT_Api *api = client->api;
   /* A copy to the host is a synchronizing call (as on CUDA): it waits for the work enqueued

@@ -59,6 +59,11 @@ tp_status_t *tp_event_await(tp_client_t *client, PJRT_Event *event);
  * synchronizing call: also waits for the executions enqueued before it and returns their
  * asynchronous failure, if any (naming the op), in preference to the copy's own. */
 tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *buffer, void *dst, size_t size);
+/* A copy of |buffer| on |device| of the same client (caller owns it), device to device without
+ * the host; it is ready when the executions reading it are (PJRT orders them). UNIMPLEMENTED
+ * when the plugin has no such copy. */
+tp_status_t *tp_buffer_copy_to_device(tp_client_t *client, PJRT_Buffer *buffer, int device,
+                                      PJRT_Buffer **out_buffer);
 void tp_buffer_destroy(tp_client_t *client, PJRT_Buffer *buffer);
 
 /* Bytes of |client|'s live storages on |device|, and the peak since the last reset (0 for a

@@ -354,22 +354,26 @@ def set_stream(stream):
 
 
 class StreamContext:
-    """Makes |stream| current on its device inside the block, then restores the stream that
-    was current there (None: a no-op), as torch.cuda.StreamContext."""
+    """Makes |stream| current inside the block, and its device the current device (as
+    torch.accelerator.set_stream does), then restores the stream that was current on that device
+    and the device and stream that were current before (None: a no-op), as
+    torch.cuda.StreamContext."""
 
     def __init__(self, stream):
         self.stream = stream
-        self.prev = None
+        self.src_prev = self.dst_prev = None
 
     def __enter__(self):
         if self.stream is not None:
-            self.prev = torch.accelerator.current_stream(self.stream.device)
+            self.src_prev = torch.accelerator.current_stream()
+            self.dst_prev = torch.accelerator.current_stream(self.stream.device)
             torch.accelerator.set_stream(self.stream)
         return self.stream
 
     def __exit__(self, *exc):
-        if self.prev is not None:
-            torch.accelerator.set_stream(self.prev)
+        if self.src_prev is not None:
+            torch.accelerator.set_stream(self.dst_prev)
+            torch.accelerator.set_stream(self.src_prev)
         return False
 
 
