@@ -10,6 +10,8 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include <algorithm>
+
 #include "torch/glue.h"
 
 namespace tp_glue {
@@ -182,21 +184,24 @@ at::Tensor tpu_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
       dtype.value_or(c10::get_default_dtype_as_scalartype()));
 }
 
-// Grows |storage| to |nbytes|, keeping its contents (a device copy into the new buffer).
-void grow_storage(const c10::Storage& storage, size_t nbytes) {
+// Resizes |storage| to |nbytes| (untyped_storage().resize_(), FSDP's free and re-allocate; a
+// tensor or set_ that needs more room), keeping the contents that fit: a device copy of them into
+// the new buffer. Growing leaves the new bytes undefined, as on CUDA.
+void resize_storage(const c10::Storage& storage, size_t nbytes) {
   tp_storage_t* old = static_cast<tp_storage_t*>(storage.data_ptr().get_context());
   c10::DeviceGuard guard(storage.device());
   c10::DataPtr fresh = allocator().allocate(nbytes);
-  if (old && tp_storage_buffer(old) && tp_storage_buffer_numel(old) > 0) {
+  if (old && fresh.get_context() && tp_storage_buffer(old) && tp_storage_buffer_numel(old) > 0) {
     tp_view_t src{};
     src.storage = old;
     src.dtype = tp_storage_buffer_dtype(old);
     src.ndim = 1;
-    src.sizes[0] = tp_storage_buffer_numel(old);
+    src.sizes[0] = std::min<int64_t>(tp_storage_buffer_numel(old),
+                                     static_cast<int64_t>(nbytes / tp_dtype_size(src.dtype)));
     src.strides[0] = 1;
     tp_view_t dst = src;
     dst.storage = static_cast<tp_storage_t*>(fresh.get_context());
-    check(tp_eager_copy(&dst, &src));
+    if (src.sizes[0] > 0) check(tp_eager_copy(&dst, &src));
   }
   storage.unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(fresh));
   storage.unsafeGetStorageImpl()->set_nbytes(nbytes);
@@ -206,7 +211,7 @@ const at::Tensor& tpu_resize_(const at::Tensor& self, c10::IntArrayRef size,
                               std::optional<c10::MemoryFormat> fmt) {
   int64_t numel = c10::multiply_integers(size);
   size_t need = numel == 0 ? 0 : static_cast<size_t>(self.storage_offset() + numel) * self.itemsize();
-  if (need > self.storage().nbytes()) grow_storage(self.storage(), need);
+  if (need > self.storage().nbytes()) resize_storage(self.storage(), need);
   self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
   if (fmt) self.unsafeGetTensorImpl()->empty_tensor_restride(*fmt);
   return self;
@@ -223,7 +228,7 @@ at::Tensor& tpu_set_storage(at::Tensor& self, c10::Storage source, int64_t offse
     extent += (size[i] - 1) * stride[i];
   }
   size_t need = empty ? 0 : static_cast<size_t>(offset + extent) * self.itemsize();
-  if (need > self.storage().nbytes()) grow_storage(self.storage(), need);
+  if (need > self.storage().nbytes()) resize_storage(self.storage(), need);
   return self;
 }
 

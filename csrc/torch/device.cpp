@@ -494,6 +494,9 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return {DeviceType::PrivateUse1, g_current_device};
   }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
+    resize_storage(storage, nbytes);
+  }
   bool isPinnedPtr(const void* p) const override { return is_pinned(p); }
   at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
 };

@@ -38,6 +38,11 @@ extern std::string g_init_error;
 // The process's client; throws when the device is unavailable.
 tp_client_t* client();
 
+// ---- storages (copy.cpp) ----
+
+// Resizes a tpu storage to |nbytes|, keeping the contents that fit.
+void resize_storage(const c10::Storage& storage, size_t nbytes);
+
 // ---- dtypes and views (device.cpp) ----
 
 tp_dtype_t to_tp(c10::ScalarType t);  // TP_DTYPE_INVALID when the core has no such type

@@ -205,6 +205,25 @@ def test_resize_of_computed_tensor():
     assert t.numel() == 0
 
 
+def test_storage_resize_frees_and_reallocates_as_fsdp_does():
+    # FSDP2 frees a parameter's memory with untyped_storage().resize_(0) and brings it back with
+    # resize_(nbytes) before writing it again; the tensor keeps its shape throughout.
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    t = (torch.arange(256.) * 2).to(DEVICE)
+    s = t.untyped_storage()
+    assert torch.tpu.memory_allocated() - base >= 1024
+    s.resize_(0)
+    assert s.nbytes() == 0 and t.shape == (256,)
+    assert torch.tpu.memory_allocated() == base
+    s.resize_(1024)
+    t.copy_(torch.arange(256.))
+    assert_same(t, torch.arange(256.))
+    s.resize_(512)  # shrinking keeps the prefix, growing the old contents
+    s.resize_(2048)
+    assert_same(t.view(-1)[:128], torch.arange(128.))
+
+
 def test_set_shares_storage():
     a = torch.arange(6.).to(DEVICE)
     b = torch.empty(0, device=DEVICE)
