@@ -66,8 +66,9 @@ def _register():
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-    from . import _decompositions, _default_compile, _integrations
+    from . import _decompositions, _default_compile, _integrations, distributed
     _decompositions.register()
+    distributed.register()
     _default_compile.install()
     _integrations.install()
 
@@ -107,14 +108,16 @@ def init_error():
 
 def stats():
     """Counters: compiles, memory_cache_hits, disk_cache_hits, executes, compile_seconds,
-    cached_executables, and fallbacks (op name -> count)."""
-    from . import _C
-    return _C.stats()
+    cached_executables, fallbacks (op name -> count) and collectives (transport -> collective ->
+    count, torch_pjrt.distributed)."""
+    from . import _C, distributed
+    return {**_C.stats(), "collectives": distributed.collective_counts()}
 
 
 def reset_stats():
-    from . import _C
+    from . import _C, distributed
     _C.reset_stats()
+    distributed.reset_collective_counts()
 
 
 def native_ops():

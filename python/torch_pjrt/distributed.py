@@ -1,0 +1,212 @@
+"""torch.distributed for tpu tensors: the "pjrt" c10d backend, registered for the tpu device, so
+init_process_group() with no backend, backend="pjrt" and "cpu:gloo,tpu:pjrt" all resolve to it.
+
+Transport, today: the host. Each collective copies its tpu tensors to CPU, runs gloo's collective
+on the copies, and copies the results back into the tpu tensors; the Work it returns is complete.
+Every such call is counted in torch_pjrt.stats()["collectives"] (transport -> op -> calls), the
+way an op that falls back to CPU is counted. Reductions gloo lacks are composed: AVG is SUM
+divided by the group size."""
+import collections
+import datetime
+import threading
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import Backend as _CBackend, _create_work_from_future
+
+NAME = "pjrt"
+TRANSPORT = "host"
+
+_lock = threading.Lock()
+_counts = collections.defaultdict(collections.Counter)
+
+
+def collective_counts():
+    """{transport: {collective: calls}} since the last reset."""
+    with _lock:
+        return {t: dict(c) for t, c in _counts.items()}
+
+
+def reset_collective_counts():
+    with _lock:
+        _counts.clear()
+
+
+def _note(name):
+    with _lock:
+        _counts[TRANSPORT][name] += 1
+
+
+def _done(result):
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+def _host(ts):
+    return [t.detach().cpu() for t in ts]
+
+
+def _back(devs, hosts):
+    for d, h in zip(devs, hosts):
+        if d.device.type != "cpu" or d.data_ptr() != h.data_ptr():
+            d.copy_(h)
+
+
+class ProcessGroupPjrt(_CBackend):
+    """A c10d backend for tpu tensors over the host transport (gloo on host copies)."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._size = size
+        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+
+    def _wait(self, name, work):
+        _note(name)
+        work.wait()
+
+    def _reduce_op(self, opts):
+        """gloo's op for |opts|, and the divisor AVG needs afterwards (1 when none)."""
+        op = opts.reduceOp
+        if op == dist.ReduceOp.AVG:
+            opts.reduceOp = dist.ReduceOp.SUM
+            return self._size
+        if op == dist.ReduceOp.PREMUL_SUM:
+            raise NotImplementedError("pjrt (host transport): ReduceOp.PREMUL_SUM is not supported")
+        return 1
+
+    @staticmethod
+    def _divide(hosts, by):
+        if by != 1:
+            for h in hosts:
+                h.div_(by) if h.is_floating_point() or h.is_complex() else h.floor_divide_(by)
+
+    def getBackendName(self):
+        return NAME
+
+    def broadcast(self, tensors, opts):
+        hosts = _host(tensors)
+        self._wait("broadcast", self._gloo.broadcast(hosts, opts))
+        _back(tensors, hosts)
+        return _done(tensors)
+
+    def allreduce(self, tensors, opts):
+        by = self._reduce_op(opts)
+        hosts = _host(tensors)
+        self._wait("allreduce", self._gloo.allreduce(hosts, opts))
+        self._divide(hosts, by)
+        _back(tensors, hosts)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts):
+        for t in tensors:
+            o = dist.AllreduceOptions()
+            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
+            self.allreduce([t], o)
+        return _done(tensors)
+
+    def reduce(self, tensors, opts):
+        by = self._reduce_op(opts)
+        hosts = _host(tensors)
+        self._wait("reduce", self._gloo.reduce(hosts, opts))
+        if self.rank() == opts.rootRank:
+            self._divide(hosts, by)
+            _back(tensors, hosts)
+        return _done(tensors)
+
+    def allgather(self, output_lists, inputs, opts):
+        out_hosts = [_host(l) for l in output_lists]
+        self._wait("allgather", self._gloo.allgather(out_hosts, _host(inputs), opts))
+        for d, h in zip(output_lists, out_hosts):
+            _back(d, h)
+        return _done(output_lists)
+
+    def all_gather_single(self, output, input, opts):
+        out = torch.empty(output.shape, dtype=output.dtype)
+        self._wait("all_gather_single", self._gloo._allgather_base(out, input.detach().cpu(), opts))
+        output.copy_(out)
+        return _done([output])
+
+    _allgather_base = all_gather_single
+
+    def allgather_coalesced(self, output_lists, inputs, opts):
+        return self.allgather(output_lists, inputs, opts)
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        # gloo has no list reduce_scatter: allreduce each rank's input list, keep this rank's.
+        by = self._reduce_op(opts)
+        me = self.rank()
+        for k, out in enumerate(outputs):
+            parts = _host(input_lists[k])
+            flat = torch.stack(parts)
+            o = dist.AllreduceOptions()
+            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
+            self._wait("reduce_scatter", self._gloo.allreduce([flat], o))
+            self._divide([flat], by)
+            out.copy_(flat[me])
+        return _done(outputs)
+
+    def reduce_scatter_single(self, output, input, opts):
+        by = self._reduce_op(opts)
+        flat = input.detach().cpu().contiguous()
+        o = dist.AllreduceOptions()
+        o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
+        self._wait("reduce_scatter_single", self._gloo.allreduce([flat], o))
+        self._divide([flat], by)
+        n = output.numel()
+        output.copy_(flat.view(-1)[self.rank() * n:(self.rank() + 1) * n].view(output.shape))
+        return _done([output])
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def alltoall(self, outputs, inputs, opts):
+        out_hosts = _host(outputs)
+        self._wait("alltoall", self._gloo.alltoall(out_hosts, _host(inputs), opts))
+        _back(outputs, out_hosts)
+        return _done(outputs)
+
+    def all_to_all_single(self, output, input, output_splits, input_splits, opts):
+        out = torch.empty(output.shape, dtype=output.dtype)
+        self._wait("all_to_all_single", self._gloo.alltoall_base(
+            out, input.detach().cpu().contiguous(), output_splits, input_splits, opts))
+        output.copy_(out)
+        return _done([output])
+
+    alltoall_base = all_to_all_single
+
+    def gather(self, output_lists, inputs, opts):
+        out_hosts = [_host(l) for l in output_lists]
+        self._wait("gather", self._gloo.gather(out_hosts, _host(inputs), opts))
+        for d, h in zip(output_lists, out_hosts):
+            _back(d, h)
+        return _done(output_lists)
+
+    def scatter(self, outputs, input_lists, opts):
+        out_hosts = _host(outputs)
+        self._wait("scatter", self._gloo.scatter(out_hosts, [_host(l) for l in input_lists], opts))
+        _back(outputs, out_hosts)
+        return _done(outputs)
+
+    def send(self, tensors, dst, tag):
+        self._wait("send", self._gloo.send(_host(tensors), dst, tag))
+        return _done(tensors)
+
+    def recv(self, tensors, src, tag):
+        hosts = _host(tensors)
+        self._wait("recv", self._gloo.recv(hosts, src, tag))
+        _back(tensors, hosts)
+        return _done(tensors)
+
+    def barrier(self, opts):
+        self._wait("barrier", self._gloo.barrier(opts))
+        return _done([])
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupPjrt(store, rank, size, timeout if timeout else datetime.timedelta(minutes=30))
+
+
+def register():
+    """Registers the backend once (torch_pjrt's import does it where torch.distributed is built)."""
+    if dist.is_available() and not hasattr(dist.Backend, NAME.upper()):
+        dist.Backend.register_backend(NAME, _create, devices=["tpu"])
