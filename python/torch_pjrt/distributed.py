@@ -129,6 +129,11 @@ class ProcessGroupPjrt(_CBackend):
 
     _allgather_base = all_gather_single
 
+    def all_gather_single_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            self.all_gather_single(o, i, opts)
+        return _done(outputs)
+
     def allgather_coalesced(self, output_lists, inputs, opts):
         return self.allgather(output_lists, inputs, opts)
 
@@ -158,6 +163,13 @@ class ProcessGroupPjrt(_CBackend):
         return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            c = dist.ReduceScatterOptions()
+            c.reduceOp, c.timeout = opts.reduceOp, opts.timeout
+            self.reduce_scatter_single(o, i, c)
+        return _done(outputs)
 
     def alltoall(self, outputs, inputs, opts):
         out_hosts = _host(outputs)

@@ -1,7 +1,9 @@
 """torch.distributed with tpu tensors: the "pjrt" c10d backend (torch_pjrt.distributed), two
 processes on 127.0.0.1. Every collective on tpu tensors matches gloo's on CPU tensors, DDP on two
 ranks matches one process on the whole batch, object collectives and CPU groups keep working,
-and the host transport is counted."""
+and the host transport is counted (scripts/collectives.py); DTensor, FSDP2, tensor parallelism
+and a compiled DDP model on a tpu device mesh match one process on CPU (scripts/parallel.py),
+at world sizes 1 and 2."""
 import json
 import os
 import socket
@@ -15,7 +17,7 @@ import torch.distributed as dist
 import torch_pjrt
 from tpu_helpers import child_env
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "collectives.py")
+SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not built")
 
 
@@ -25,11 +27,11 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _run_ranks(world=2, timeout=300, **env):
-    """Runs SCRIPT as |world| ranks; returns each rank's JSON results. Every process is bounded
-    in time: a hang fails the test instead of stalling the suite."""
+def _run_ranks(script, world=2, timeout=300, **env):
+    """Runs scripts/|script| as |world| ranks; returns each rank's JSON results. Every process is
+    bounded in time: a hang fails the test instead of stalling the suite."""
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    procs = [subprocess.Popen([sys.executable, os.path.join(SCRIPTS, script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=child_env(RANK=r, WORLD_SIZE=world, MASTER_ADDR="127.0.0.1",
                                             MASTER_PORT=port, **env))
              for r in range(world)]
@@ -53,7 +55,17 @@ def test_backend_is_registered_for_tpu():
 
 @pytest.mark.parametrize("backend", [None, "cpu:gloo,tpu:pjrt"], ids=["default", "mixed"])
 def test_collectives_and_ddp_on_two_ranks(backend):
-    for rank, res in enumerate(_run_ranks(BACKEND=backend or "")):
+    for rank, res in enumerate(_run_ranks("collectives.py", BACKEND=backend or "")):
         assert "tpu:pjrt" in res.pop("backend")
-        failed = [k for k, ok in res.items() if ok is not True]
-        assert not failed, f"rank {rank}: {failed}"
+        _assert_all_true(rank, res)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_dtensor_fsdp2_tensor_parallel_and_compiled_ddp(world):
+    for rank, res in enumerate(_run_ranks("parallel.py", world=world)):
+        _assert_all_true(rank, res)
+
+
+def _assert_all_true(rank, res):
+    failed = [k for k, ok in res.items() if ok is not True]
+    assert not failed, f"rank {rank}: {failed}"
