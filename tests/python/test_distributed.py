@@ -27,11 +27,11 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _run_ranks(script, world=2, timeout=300, **env):
+def _run_ranks(script, world=2, timeout=300, args=(), check_rc=True, **env):
     """Runs scripts/|script| as |world| ranks; returns each rank's JSON results. Every process is
     bounded in time: a hang fails the test instead of stalling the suite."""
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, os.path.join(SCRIPTS, script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    procs = [subprocess.Popen([sys.executable, os.path.join(SCRIPTS, script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=child_env(RANK=r, WORLD_SIZE=world, MASTER_ADDR="127.0.0.1",
                                             MASTER_PORT=port, **env))
              for r in range(world)]
@@ -39,8 +39,9 @@ def _run_ranks(script, world=2, timeout=300, **env):
     try:
         for p in procs:
             out, err = p.communicate(timeout=timeout)
-            assert p.returncode == 0, f"rank exited {p.returncode}:\n{out[-3000:]}\n{err[-3000:]}"
-            outs.append(json.loads(out.strip().splitlines()[-1]))
+            assert p.returncode == 0 or not check_rc, f"rank exited {p.returncode}:\n{out[-3000:]}\n{err[-3000:]}"
+            lines = out.strip().splitlines()
+            outs.append(json.loads(lines[-1]) if lines else None)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -69,3 +70,20 @@ def test_dtensor_fsdp2_tensor_parallel_and_compiled_ddp(world):
 def _assert_all_true(rank, res):
     failed = [k for k, ok in res.items() if ok is not True]
     assert not failed, f"rank {rank}: {failed}"
+
+
+@pytest.mark.parametrize("mode", ["shape", "op"])
+def test_ranks_calling_different_collectives_raise_instead_of_hanging(mode):
+    # gloo would reduce buffers of different sizes silently ("shape") or wait for the timeout
+    # ("op"): every rank raises at once, naming what each rank called.
+    for res in _run_ranks("faulty_rank.py", args=(mode,), timeout=120):
+        assert res["raised"] and res["seconds"] < 10, res
+        assert "called different collectives" in res["message"]
+        assert ("float32[3]" in res["message"] and "float32[4]" in res["message"]) if mode == "shape" \
+            else "broadcast" in res["message"]
+
+
+def test_a_killed_rank_makes_the_other_raise():
+    survivor, killed = _run_ranks("faulty_rank.py", args=("kill",), timeout=120, check_rc=False)
+    assert killed is None  # rank 1 exited without a word
+    assert survivor["raised"] and survivor["seconds"] < 35, survivor

@@ -1,0 +1,32 @@
+"""One rank of the safety test (WORLD_SIZE=2): argv[1] says how the ranks disagree. "shape" and
+"op": the ranks call collectives that differ in shape / kind; "kill": rank 1 exits between two
+collectives. Prints one JSON line: whether this rank raised, the message, and how long it took."""
+import datetime
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import torch_pjrt  # noqa: F401
+
+rank = int(os.environ["RANK"])
+dist.init_process_group(init_method="env://", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=30))
+mode, started, result = sys.argv[1], time.time(), {"raised": False}
+try:
+    t = torch.ones(3 + (rank if mode == "shape" else 0), device="tpu")
+    if mode == "op" and rank == 1:
+        dist.broadcast(t, 0)
+    else:
+        dist.all_reduce(t)
+    if mode == "kill":
+        if rank == 1:
+            os._exit(3)
+        dist.all_reduce(t)
+except RuntimeError as e:
+    result = {"raised": True, "message": str(e)[:500]}
+result["seconds"] = time.time() - started
+print(json.dumps(result), flush=True)
+os._exit(0)  # the group is broken: skip its orderly teardown
