@@ -1,12 +1,14 @@
 """One rank of the parallelism test (run as WORLD_SIZE processes, RANK, MASTER_ADDR, MASTER_PORT
-set): DTensor on a tpu device mesh, FSDP2's fully_shard, tensor parallelism and a compiled DDP
-model, each against the same computation in one process on CPU. Prints one JSON line."""
+set): DTensor on a tpu device mesh, FSDP2's fully_shard, tensor parallelism, a compiled DDP
+model and functional collectives (eager and compiled), each against the same computation in one
+process on CPU. Prints one JSON line."""
 import copy
 import json
 import os
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
@@ -87,6 +89,19 @@ for x, y in batches():
     torch.nn.functional.mse_loss(compiled(x[MINE].to("tpu")), y[MINE].to("tpu")).backward()
     opt.step()
 results["compiled_ddp"] = all(close(p, q) for p, q in zip(ddp.module.parameters(), REF.parameters()))
+
+# Functional collectives, eager and inside a compiled function (which splits around them).
+t = torch.full((3,), float(rank + 1), device="tpu")
+results["funcol_eager"] = torch.equal(funcol.all_reduce(t, "sum", dist.group.WORLD).cpu(),
+                                      torch.full((3,), world * (world + 1) / 2))
+
+
+def f(x):
+    y = funcol.all_reduce(x * 2, "sum", dist.group.WORLD)
+    return funcol.all_gather_single(y + 1, 0, dist.group.WORLD).sum()
+
+
+results["funcol_compiled"] = torch.equal(torch.compile(f, backend="tpu")(t).cpu(), f(t).cpu())
 
 dist.destroy_process_group()
 print(json.dumps(results))
