@@ -63,6 +63,7 @@ test: test-c test-asan test-python
 bench: build
 	$(PY) bench/eager_overhead.py
 	$(PY) bench/ops.py
+	$(PY) bench/collectives.py
 
 # The full OpInfo sweep (long: run it in shards with --shard i/n and `compat merge` to split it);
 # regenerates COMPAT.md and compat/ops.json, plus compat/nonfinite.json (NaN/inf inputs) and

@@ -129,6 +129,12 @@ at::Tensor& tpu_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking
   } else {
     TORCH_CHECK(self.device().is_cpu(), "copy_: cannot copy from tpu to ", self.device());
     tp_view_t s = view_or_throw(src, "copy_"), flat;
+    if (self.scalar_type() == src.scalar_type() && self.sizes() == src.sizes() &&
+        self.is_contiguous() && self.is_conj() == src.is_conj() && self.is_neg() == src.is_neg()) {
+      // Into the destination itself (src.cpu(), a collective's host copy): no staging buffer.
+      check(tp_eager_copy_to_host(&s, self.data_ptr()));
+      return self;
+    }
     const bool as_stored = storage_order(s, &flat);
     at::Tensor host = as_stored ? at::empty_strided(src.sizes(), src.strides(), src.options().device(c10::kCPU))
                                 : at::empty(src.sizes(), src.options().device(c10::kCPU));
