@@ -6,8 +6,19 @@
 
 #include "ops/families.h"
 
-/* native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd).
- * PyTorch's checks of the shapes, in its order and words; |weight|, |bias| may be NONE. */
+/* Argument positions: native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out,
+ * mean, rstd); native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?,
+ * bias?, output_mask); native_batch_norm_backward(grad_out, input, weight?, running_mean?,
+ * running_var?, save_mean?, save_invstd?, train, eps, output_mask). */
+enum { LN_INPUT, LN_SHAPE, LN_WEIGHT, LN_BIAS, LN_EPS };
+enum { LNB_GRAD, LNB_INPUT, LNB_SHAPE, LNB_MEAN, LNB_RSTD, LNB_WEIGHT, LNB_BIAS };
+enum {
+  BNB_GRAD, BNB_INPUT, BNB_WEIGHT, BNB_RUNNING_MEAN, BNB_RUNNING_VAR, BNB_SAVE_MEAN,
+  BNB_SAVE_INVSTD, BNB_TRAIN, BNB_EPS
+};
+
+/* native_layer_norm's checks of the shapes, PyTorch's in its order and words; |weight|, |bias|
+ * may be NONE. */
 static tp_status_t *layer_norm_axis(const tp_op_def_t *op, const tp_op_arg_t *in,
                                     const tp_op_arg_t *shape, const tp_op_arg_t *weight,
                                     const tp_op_arg_t *bias, int *axis) {
@@ -45,13 +56,13 @@ static tp_status_t *layer_norm_axis(const tp_op_def_t *op, const tp_op_arg_t *in
 
 tp_status_t *tp_infer_layer_norm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                  tp_meta_t *out, int *n_out) {
-  if (n_args < 5 || args[0].kind != TP_ARG_TENSOR)
+  if (n_args < 5 || args[LN_INPUT].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected (input, shape, weight, bias, eps)",
                           op->name);
   int axis;
-  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[0], &args[1], &args[2], &args[3], &axis));
-  out[0] = args[0].meta;
-  out[1] = args[0].meta; /* mean and rstd: the input's dtype, computed in f32 for half types */
+  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[LN_INPUT], &args[LN_SHAPE], &args[LN_WEIGHT], &args[LN_BIAS], &axis));
+  out[0] = args[LN_INPUT].meta;
+  out[1] = args[LN_INPUT].meta; /* mean and rstd: the input's dtype, computed in f32 for half types */
   for (int i = axis; i < out[1].ndim; i++) out[1].sizes[i] = 1;
   out[2] = out[1];
   *n_out = 3;
@@ -138,18 +149,18 @@ static void normalize(tp_hlo_builder_t *b, tp_hlo_value_t x, int axis, tp_hlo_va
 void tp_emit_layer_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                         int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                         tp_hlo_value_t *out) {
-  int axis = args[0].meta.ndim - (args[1].kind == TP_ARG_INTS ? args[1].n : 0);
+  int axis = args[LN_INPUT].meta.ndim - (args[LN_SHAPE].kind == TP_ARG_INTS ? args[LN_SHAPE].n : 0);
   tp_dtype_t md = tp_math_dtype(out_meta[1].dtype);
-  tp_hlo_value_t x = tp_hlo_convert(b, in[0], md);
-  tp_hlo_value_t eps = tp_hlo_constant(b, md, args[4].kind == TP_ARG_FLOAT ? args[4].f : 1e-5);
+  tp_hlo_value_t x = tp_hlo_convert(b, in[LN_INPUT], md);
+  tp_hlo_value_t eps = tp_hlo_constant(b, md, args[LN_EPS].kind == TP_ARG_FLOAT ? args[LN_EPS].f : 1e-5);
   tp_hlo_value_t mean, rstd, y;
-  normalize(b, x, axis, eps, moments_lanes(args[0].meta.dtype), &mean, &rstd, &y);
+  normalize(b, x, axis, eps, moments_lanes(args[LN_INPUT].meta.dtype), &mean, &rstd, &y);
   int64_t bd[TP_MAX_DIMS];
   for (int i = axis; i < x.ndim; i++) bd[i - axis] = i;
-  if (args[2].kind == TP_ARG_TENSOR)
-    y = tp_hlo_binary(b, TP_HLO_MUL, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[2], md), x.ndim, x.dims, bd));
-  if (args[3].kind == TP_ARG_TENSOR)
-    y = tp_hlo_binary(b, TP_HLO_ADD, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[3], md), x.ndim, x.dims, bd));
+  if (args[LN_WEIGHT].kind == TP_ARG_TENSOR)
+    y = tp_hlo_binary(b, TP_HLO_MUL, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[LN_WEIGHT], md), x.ndim, x.dims, bd));
+  if (args[LN_BIAS].kind == TP_ARG_TENSOR)
+    y = tp_hlo_binary(b, TP_HLO_ADD, y, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[LN_BIAS], md), x.ndim, x.dims, bd));
   out[0] = tp_hlo_convert(b, y, out_meta[0].dtype);
   out[1] = tp_hlo_convert(b, mean, out_meta[1].dtype);
   out[2] = tp_hlo_convert(b, rstd, out_meta[2].dtype);
@@ -159,18 +170,18 @@ void tp_emit_layer_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
  * output_mask) -> (grad_input, grad_weight, grad_bias); all three are computed. */
 tp_status_t *tp_infer_layer_norm_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                           tp_meta_t *out, int *n_out) {
-  if (n_args < 7 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
-      args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_TENSOR)
+  if (n_args < 7 || args[LNB_GRAD].kind != TP_ARG_TENSOR || args[LNB_INPUT].kind != TP_ARG_TENSOR ||
+      args[LNB_MEAN].kind != TP_ARG_TENSOR || args[LNB_RSTD].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
   int axis;
-  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[1], &args[2], &args[5], &args[6], &axis));
-  out[0] = args[1].meta;
-  tp_meta_t w = {.dtype = args[1].meta.dtype, .ndim = args[2].n};
-  for (int i = 0; i < args[2].n; i++) w.sizes[i] = args[2].ints[i];
-  if (args[5].kind == TP_ARG_TENSOR) w.dtype = args[5].meta.dtype;
+  TP_RETURN_IF_ERROR(layer_norm_axis(op, &args[LNB_INPUT], &args[LNB_SHAPE], &args[LNB_WEIGHT], &args[LNB_BIAS], &axis));
+  out[0] = args[LNB_INPUT].meta;
+  tp_meta_t w = {.dtype = args[LNB_INPUT].meta.dtype, .ndim = args[LNB_SHAPE].n};
+  for (int i = 0; i < args[LNB_SHAPE].n; i++) w.sizes[i] = args[LNB_SHAPE].ints[i];
+  if (args[LNB_WEIGHT].kind == TP_ARG_TENSOR) w.dtype = args[LNB_WEIGHT].meta.dtype;
   out[1] = w;
   out[2] = w;
-  if (args[6].kind == TP_ARG_TENSOR) out[2].dtype = args[6].meta.dtype;
+  if (args[LNB_BIAS].kind == TP_ARG_TENSOR) out[2].dtype = args[LNB_BIAS].meta.dtype;
   *n_out = 3;
   return NULL;
 }
@@ -178,11 +189,11 @@ tp_status_t *tp_infer_layer_norm_backward(const tp_op_def_t *op, tp_op_arg_t *ar
 void tp_emit_layer_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
                                  const tp_op_arg_t *args, int n_args, const tp_hlo_value_t *in,
                                  const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  int axis = args[1].meta.ndim - args[2].n;
-  tp_dtype_t md = tp_math_dtype(in[3].dtype);
-  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), x = tp_hlo_convert(b, in[1], md);
-  tp_hlo_value_t mean = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], md), x.ndim, x.dims);
-  tp_hlo_value_t rstd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[4], md), x.ndim, x.dims);
+  int axis = args[LNB_INPUT].meta.ndim - args[LNB_SHAPE].n;
+  tp_dtype_t md = tp_math_dtype(in[LNB_MEAN].dtype);
+  tp_hlo_value_t g = tp_hlo_convert(b, in[LNB_GRAD], md), x = tp_hlo_convert(b, in[LNB_INPUT], md);
+  tp_hlo_value_t mean = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[LNB_MEAN], md), x.ndim, x.dims);
+  tp_hlo_value_t rstd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[LNB_RSTD], md), x.ndim, x.dims);
   tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, mean), rstd);
   int64_t inner[TP_MAX_DIMS], outer[TP_MAX_DIMS], bd[TP_MAX_DIMS];
   int ni = 0, no = 0;
@@ -198,8 +209,8 @@ void tp_emit_layer_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
   for (int i = axis; i < x.ndim; i++) bd[i - axis] = i;
   tp_hlo_value_t zero = tp_hlo_constant(b, md, 0);
   tp_hlo_value_t gw = g; /* g * weight */
-  if (args[5].kind == TP_ARG_TENSOR)
-    gw = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[5], md), x.ndim, x.dims, bd));
+  if (args[LNB_WEIGHT].kind == TP_ARG_TENSOR)
+    gw = tp_hlo_binary(b, TP_HLO_MUL, g, tp_hlo_broadcast_in_dim(b, tp_hlo_convert(b, in[LNB_WEIGHT], md), x.ndim, x.dims, bd));
   /* dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) over the normalized dims */
   tp_hlo_value_t keep_shape_sum1 = tp_hlo_reduce(b, gw, zero, TP_HLO_ADD, ni, inner);
   tp_hlo_value_t keep_shape_sum2 = tp_hlo_reduce(b, tp_hlo_binary(b, TP_HLO_MUL, gw, xhat), zero, TP_HLO_ADD, ni, inner);
@@ -377,28 +388,30 @@ void tp_emit_batch_norm(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
  * save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias). */
 tp_status_t *tp_infer_batch_norm_backward(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
                                           tp_meta_t *out, int *n_out) {
-  if (n_args < 10 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
-      args[1].meta.ndim < 2)
+  if (n_args < 10 || args[BNB_GRAD].kind != TP_ARG_TENSOR || args[BNB_INPUT].kind != TP_ARG_TENSOR ||
+      args[BNB_INPUT].meta.ndim < 2)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
-  bool train = args[7].i != 0;
-  if (train ? (args[5].kind != TP_ARG_TENSOR || args[6].kind != TP_ARG_TENSOR)
-            : (args[3].kind != TP_ARG_TENSOR || args[4].kind != TP_ARG_TENSOR))
+  bool train = args[BNB_TRAIN].i != 0;
+  if (train ? (args[BNB_SAVE_MEAN].kind != TP_ARG_TENSOR || args[BNB_SAVE_INVSTD].kind != TP_ARG_TENSOR)
+            : (args[BNB_RUNNING_MEAN].kind != TP_ARG_TENSOR || args[BNB_RUNNING_VAR].kind != TP_ARG_TENSOR))
     return tp_make_status(TP_INVALID_ARGUMENT, train ? "%s: save_mean and save_invstd must be "
                           "defined in training mode" : "%s: running_mean and running_var must be "
                           "defined in evaluation mode", op->name);
-  if (args[0].meta.ndim != args[1].meta.ndim ||
-      memcmp(args[0].meta.sizes, args[1].meta.sizes, sizeof(int64_t) * (size_t)args[1].meta.ndim))
+  const tp_meta_t *g = &args[BNB_GRAD].meta, *in = &args[BNB_INPUT].meta;
+  if (g->ndim != in->ndim || memcmp(g->sizes, in->sizes, sizeof(int64_t) * (size_t)in->ndim))
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: grad_out and input must have the same shape",
                           op->name);
   /* The vectors this mode reads: weight, and the saved (training) or running statistics; the
    * others may be empty (an eval-mode forward saves no statistics). */
-  int64_t c = args[1].meta.sizes[1];
-  TP_RETURN_IF_ERROR(check_per_channel(op, args, 2, c));
-  for (int i = train ? 5 : 3; i <= (train ? 6 : 4); i++)
+  int64_t c = args[BNB_INPUT].meta.sizes[1];
+  TP_RETURN_IF_ERROR(check_per_channel(op, args, BNB_WEIGHT, c));
+  for (int i = train ? BNB_SAVE_MEAN : BNB_RUNNING_MEAN;
+       i <= (train ? BNB_SAVE_INVSTD : BNB_RUNNING_VAR); i++)
     TP_RETURN_IF_ERROR(check_per_channel(op, args, i, c));
-  out[0] = args[1].meta;
-  tp_meta_t w = {args[2].kind == TP_ARG_TENSOR ? args[2].meta.dtype : args[1].meta.dtype, 1,
-                 {args[1].meta.sizes[1]}, 0};
+  out[0] = args[BNB_INPUT].meta;
+  const tp_meta_t *x = &args[BNB_INPUT].meta;
+  tp_meta_t w = {args[BNB_WEIGHT].kind == TP_ARG_TENSOR ? args[BNB_WEIGHT].meta.dtype : x->dtype, 1,
+                 {x->sizes[1]}, 0};
   out[1] = out[2] = w;
   *n_out = 3;
   return NULL;
@@ -407,21 +420,21 @@ tp_status_t *tp_infer_batch_norm_backward(const tp_op_def_t *op, tp_op_arg_t *ar
 void tp_emit_batch_norm_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                                  int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                                  tp_hlo_value_t *out) {
-  bool train = args[7].i != 0;
-  tp_dtype_t md = tp_math_dtype(args[1].meta.dtype);
-  tp_hlo_value_t g = tp_hlo_convert(b, in[0], md), x = tp_hlo_convert(b, in[1], md);
+  bool train = args[BNB_TRAIN].i != 0;
+  tp_dtype_t md = tp_math_dtype(args[BNB_INPUT].meta.dtype);
+  tp_hlo_value_t g = tp_hlo_convert(b, in[BNB_GRAD], md), x = tp_hlo_convert(b, in[BNB_INPUT], md);
   int64_t c = x.dims[1], count = tp_hlo_numel(&x) / (c ? c : 1);
   tp_hlo_value_t mean, invstd;
   if (train) {
-    mean = tp_hlo_convert(b, in[5], md);
-    invstd = tp_hlo_convert(b, in[6], md);
+    mean = tp_hlo_convert(b, in[BNB_SAVE_MEAN], md);
+    invstd = tp_hlo_convert(b, in[BNB_SAVE_INVSTD], md);
   } else {
-    mean = tp_hlo_convert(b, in[3], md);
-    tp_hlo_value_t var = tp_hlo_convert(b, in[4], md);
-    double eps = args[8].kind == TP_ARG_FLOAT ? args[8].f : 1e-5;
+    mean = tp_hlo_convert(b, in[BNB_RUNNING_MEAN], md);
+    tp_hlo_value_t var = tp_hlo_convert(b, in[BNB_RUNNING_VAR], md);
+    double eps = args[BNB_EPS].kind == TP_ARG_FLOAT ? args[BNB_EPS].f : 1e-5;
     invstd = tp_hlo_unary(b, TP_HLO_RSQRT, tp_hlo_binary(b, TP_HLO_ADD, var, tp_k(b, eps, var)));
   }
-  tp_hlo_value_t w = args[2].kind == TP_ARG_TENSOR ? tp_hlo_convert(b, in[2], md) : tp_k(b, 1, mean);
+  tp_hlo_value_t w = args[BNB_WEIGHT].kind == TP_ARG_TENSOR ? tp_hlo_convert(b, in[BNB_WEIGHT], md) : tp_k(b, 1, mean);
   tp_hlo_value_t xhat = tp_hlo_binary(b, TP_HLO_MUL, tp_hlo_binary(b, TP_HLO_SUB, x, per_channel(b, mean, &x)),
                                       per_channel(b, invstd, &x));
   tp_hlo_value_t db = channel_sum(b, g);
