@@ -177,6 +177,18 @@ def _gen(device=None):
     return _C.default_generator(_index(device))
 
 
+def __getattr__(name):
+    # default_generators: one per device, as torch.cuda.default_generators (made on first use,
+    # once the device count is known).
+    if name == "default_generators":
+        return tuple(_gen(i) for i in range(device_count()))
+    raise AttributeError(f"module 'torch.tpu' has no attribute '{name}'")
+
+
+has_half = True   # float16 is a device type (torch.cuda.has_half)
+has_magma = False  # MAGMA is a CUDA linear-algebra library
+
+
 def manual_seed(seed):
     _gen().manual_seed(int(seed))
 

@@ -391,6 +391,14 @@ def test_torch_cuda_names_are_here_or_left_out_on_purpose():
     assert stale == [], f"LEFT_OUT names torch.tpu has: {stale}"
 
 
+def test_default_generators_and_capability_flags_as_torch_cuda():
+    gens = torch.tpu.default_generators
+    assert len(gens) == torch.tpu.device_count() and gens[0].device == torch.device("tpu", 0)
+    torch.tpu.manual_seed(5)
+    assert gens[0].initial_seed() == 5
+    assert torch.tpu.has_half is True and torch.tpu.has_magma is False
+
+
 def test_streams_are_objects_that_become_current():
     s = torch.Stream("tpu")  # no index: the current device
     assert s.device_index == 0 and s.device_type == torch.tpu.default_stream().device_type
