@@ -128,14 +128,19 @@ class ProcessGroupPjrt(_CBackend):
         _back(tensors, hosts)
         return _done(tensors)
 
-    def allreduce(self, tensors, opts):
-        self._agree("all_reduce", tensors[0], opts)
+    def _reduction(self, name, what, collective, tensors, opts, to_all=True):
+        """all_reduce and reduce: |tensors| reduced in place (on every rank, or the root's)."""
+        self._agree(what, tensors[0], opts)
         by = self._reduce_op(opts)
         hosts = _host(tensors)
-        self._wait("allreduce", self._gloo.allreduce(hosts, opts))
-        _divide(hosts, by)
-        _back(tensors, hosts)
+        self._wait(name, collective(hosts, opts))
+        if to_all or self.rank() == opts.rootRank:
+            _divide(hosts, by)
+            _back(tensors, hosts)
         return _done(tensors)
+
+    def allreduce(self, tensors, opts):
+        return self._reduction("allreduce", "all_reduce", self._gloo.allreduce, tensors, opts)
 
     def allreduce_coalesced(self, tensors, opts):
         for t in tensors:
@@ -145,22 +150,19 @@ class ProcessGroupPjrt(_CBackend):
         return _done(tensors)
 
     def reduce(self, tensors, opts):
-        self._agree("reduce", tensors[0], opts)
-        by = self._reduce_op(opts)
-        hosts = _host(tensors)
-        self._wait("reduce", self._gloo.reduce(hosts, opts))
-        if self.rank() == opts.rootRank:
-            _divide(hosts, by)
-            _back(tensors, hosts)
-        return _done(tensors)
+        return self._reduction("reduce", "reduce", self._gloo.reduce, tensors, opts, to_all=False)
 
-    def allgather(self, output_lists, inputs, opts):
-        self._agree("all_gather", inputs[0])
+    def _into_lists(self, name, what, collective, output_lists, inputs, opts):
+        """all_gather and gather: |inputs| gathered into each list of |output_lists|."""
+        self._agree(what, inputs[0])
         out_hosts = [_host(l) for l in output_lists]
-        self._wait("allgather", self._gloo.allgather(out_hosts, _host(inputs), opts))
+        self._wait(name, collective(out_hosts, _host(inputs), opts))
         for d, h in zip(output_lists, out_hosts):
             _back(d, h)
         return _done(output_lists)
+
+    def allgather(self, output_lists, inputs, opts):
+        return self._into_lists("allgather", "all_gather", self._gloo.allgather, output_lists, inputs, opts)
 
     def all_gather_single(self, output, input, opts):
         self._agree("all_gather_into_tensor", input)
@@ -233,12 +235,7 @@ class ProcessGroupPjrt(_CBackend):
     alltoall_base = all_to_all_single
 
     def gather(self, output_lists, inputs, opts):
-        self._agree("gather", inputs[0])
-        out_hosts = [_host(l) for l in output_lists]
-        self._wait("gather", self._gloo.gather(out_hosts, _host(inputs), opts))
-        for d, h in zip(output_lists, out_hosts):
-            _back(d, h)
-        return _done(output_lists)
+        return self._into_lists("gather", "gather", self._gloo.gather, output_lists, inputs, opts)
 
     def scatter(self, outputs, input_lists, opts):
         self._agree("scatter", outputs[0])
