@@ -66,9 +66,11 @@ def _register():
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-    from . import _decompositions, _default_compile, _integrations, distributed
+    from . import _decompositions, _default_compile, _integrations
     _decompositions.register()
-    distributed.register()
+    if torch.distributed.is_available():
+        from . import distributed
+        distributed.register()
     _default_compile.install()
     _integrations.install()
 
@@ -110,14 +112,23 @@ def stats():
     """Counters: compiles, memory_cache_hits, disk_cache_hits, executes, compile_seconds,
     cached_executables, fallbacks (op name -> count) and collectives (transport -> collective ->
     count, torch_pjrt.distributed)."""
-    from . import _C, distributed
-    return {**_C.stats(), "collectives": distributed.collective_counts()}
+    from . import _C
+    return {**_C.stats(), "collectives": _distributed().collective_counts() if _distributed() else {}}
 
 
 def reset_stats():
-    from . import _C, distributed
+    from . import _C
     _C.reset_stats()
-    distributed.reset_collective_counts()
+    if _distributed():
+        _distributed().reset_collective_counts()
+
+
+def _distributed():
+    """torch_pjrt.distributed, or None where torch has no torch.distributed."""
+    if not torch.distributed.is_available():
+        return None
+    from . import distributed
+    return distributed
 
 
 def native_ops():
