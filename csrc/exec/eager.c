@@ -240,11 +240,15 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
   TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));
   build_ctx_t ctx = {d, args, n_args, out_metas, outs, n_out, &p};
+  tp_view_t views[TP_MAX_ARGS];
+  tp_exec_origin_t origin = {d->name, views, 0};
+  for (int i = 0; i < n_args && origin.n_inputs < TP_MAX_ARGS; i++)
+    if (args[i].arg.kind == TP_ARG_TENSOR) views[origin.n_inputs++] = args[i].view;
   tp_executable_t *exe = NULL;
   bool compiled;
   TP_RETURN_IF_ERROR(tp_status_annotate(
       tp_exec_program(sig.data, sig.len, tp_hash_bytes(sig.data, sig.len, 0), build_call, &ctx,
-                      &exe, &compiled),
+                      &origin, &exe, &compiled),
       "compiling %s", d->name));
   PJRT_Buffer *inputs[MAX_STORAGES + TP_MAX_ARGS];
   int n_in = 0;

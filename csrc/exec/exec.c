@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -122,11 +123,73 @@ tp_status_t *tp_exec_builder_create(tp_hlo_builder_t **out_builder) {
   return NULL;
 }
 
+/* ---- compile log ---- */
+
+#define TP_KINDS 4096 /* open-addressed set of (what, input dtypes and ranks) hashes seen */
+static uint64_t g_kinds[TP_KINDS];
+static int64_t g_new_shape_compiles;
+
+int64_t tp_exec_new_shape_compiles(void) { return g_new_shape_compiles; }
+void tp_exec_reset_new_shape_compiles(void) { g_new_shape_compiles = 0; }
+
+/* "f32[2, 3], i64[]" (or with every size "*": the kind of program, whatever its shapes). */
+static void describe_inputs(const tp_exec_origin_t *o, bool shapeless, char *buf, size_t n) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < o->n_inputs && at + 1 < n; i++) {
+    const tp_view_t *v = &o->inputs[i];
+    at += (size_t)snprintf(buf + at, n - at, "%s%s[", i ? ", " : "", tp_dtype_name(v->dtype));
+    for (int d = 0; d < v->ndim && at + 1 < n; d++) {
+      if (shapeless) at += (size_t)snprintf(buf + at, n - at, "%s*", d ? ", " : "");
+      else at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? ", " : "", (long long)v->sizes[d]);
+    }
+    if (at + 1 < n) at += (size_t)snprintf(buf + at, n - at, "]");
+  }
+}
+
+/* Whether a program of |o|'s kind was compiled before; records it. */
+static bool seen_kind(const tp_exec_origin_t *o) {
+  char kind[1024];
+  describe_inputs(o, true, kind, sizeof(kind));
+  uint64_t h = tp_hash_bytes(kind, strlen(kind), tp_hash_bytes(o->what, strlen(o->what), 0)) | 1;
+  for (size_t i = 0; i < TP_KINDS; i++) {
+    uint64_t *slot = &g_kinds[(h + i) % TP_KINDS];
+    if (*slot == h) return true;
+    if (*slot == 0) {
+      *slot = h;
+      return false;
+    }
+  }
+  return false; /* full: every further kind counts as first */
+}
+
+static bool log_compiles(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *v = getenv("TORCH_PJRT_LOG_COMPILES");
+    on = v && *v && strcmp(v, "0") != 0;
+  }
+  return on;
+}
+
+static void note_compile(const tp_exec_origin_t *o, double ms) {
+  bool again = seen_kind(o);
+  if (again) g_new_shape_compiles++;
+  if (!log_compiles()) return;
+  char shapes[1024];
+  describe_inputs(o, false, shapes, sizeof(shapes));
+  fprintf(stderr, "torch_pjrt: compile %s (%s): %s, %.1f ms\n", o->what, shapes,
+          again ? "new shapes" : "first", ms);
+}
+
 tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
-                             void *ctx, tp_executable_t **out_exe, bool *out_compiled) {
+                             void *ctx, const tp_exec_origin_t *origin, tp_executable_t **out_exe,
+                             bool *out_compiled) {
   *out_compiled = false;
   *out_exe = tp_exec_cache_lookup(g.cache, key, key_len, hash);
   if (*out_exe) return NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   char *text = NULL;
   TP_RETURN_IF_ERROR(build(ctx, &text));
   tp_status_t *st = tp_executable_compile(g.client, text, strlen(text), out_exe);
@@ -134,6 +197,9 @@ tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_
   free(text);
   if (st) return st;
   *out_compiled = true;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (origin)
+    note_compile(origin, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
   tp_exec_cache_insert(g.cache, key, key_len, hash, *out_exe);
   return NULL;
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "hlo/builder.h"
+#include "exec/view.h"
 #include "runtime/client.h"
 #include "runtime/exec_cache.h"
 #include "runtime/executable.h"
@@ -52,12 +53,28 @@ tp_status_t *tp_exec_builder_create(tp_hlo_builder_t **out_builder);
 /* Writes the program's MLIR text (caller frees) from |ctx|. */
 typedef tp_status_t *(*tp_exec_build_fn)(void *ctx, char **out_text);
 
+/* What a program is, for the compile log: |what| (an op's name, or "graph of N ops") and its
+ * tensor inputs. */
+typedef struct {
+  const char *what;
+  const tp_view_t *inputs;
+  int n_inputs;
+} tp_exec_origin_t;
+
 /* The executable for program key |key| (|hash| its tp_hash_bytes): from the cache, else built by
  * |build|, compiled and inserted. With TORCH_PJRT_DUMP_ON_ERROR set, the text of a program that
  * fails to compile goes to stderr. *out_compiled says whether this call compiled. Returns a new
- * reference in *out_exe. Under the executor lock. */
+ * reference in *out_exe. Under the executor lock.
+ * Each compile is classified by |origin|: "new shapes" when a program of the same |what| and
+ * input dtypes was compiled before with other sizes (counted, tp_exec_new_shape_compiles), else
+ * "first". With TORCH_PJRT_LOG_COMPILES=1 each compile prints a line to stderr: what, inputs,
+ * reason and milliseconds. */
 tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
-                             void *ctx, tp_executable_t **out_exe, bool *out_compiled);
+                             void *ctx, const tp_exec_origin_t *origin, tp_executable_t **out_exe,
+                             bool *out_compiled);
+/* Compiles caused by new shapes since the last reset (the kinds seen are kept). */
+int64_t tp_exec_new_shape_compiles(void);
+void tp_exec_reset_new_shape_compiles(void);
 
 #ifdef __cplusplus
 }

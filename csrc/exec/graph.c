@@ -1,6 +1,7 @@
 /* Graph executor: many table ops as one program. See graph.h. */
 #include "exec/graph.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -315,8 +316,11 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
   }
   if (!st && !exe) {
     build_ctx_t ctx = {g, inputs, slots, n_slots, input_slot};
+    char what[48];
+    snprintf(what, sizeof(what), "graph of %d ops", g->n_nodes);
+    tp_exec_origin_t origin = {what, inputs, g->n_inputs};
     st = tp_exec_program(g->key.data, g->key.len, tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull),
-                         build_graph, &ctx, &exe, &out->compiled);
+                         build_graph, &ctx, &origin, &exe, &out->compiled);
     if (st) {
       out->build_failed = true;
       st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);

@@ -35,6 +35,7 @@ py::dict stats() {
   d["disk_cache_hits"] = s.disk_cache_hits;
   d["executes"] = s.executes;
   d["compile_seconds"] = s.compile_seconds;
+  d["compiles_new_shape"] = tp_exec_new_shape_compiles();
   py::dict fb;
   for (const auto& [name, n] : fallback_counts()) fb[py::str(name)] = n;
   d["fallbacks"] = fb;
@@ -47,6 +48,7 @@ py::dict stats() {
 
 void reset_stats() {
   if (tp_exec_client()) tp_runtime_stats_reset(tp_exec_client());
+  tp_exec_reset_new_shape_compiles();
   reset_graph_stats();
   reset_fallback_counts();
 }

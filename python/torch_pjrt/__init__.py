@@ -109,7 +109,8 @@ def init_error():
 
 
 def stats():
-    """Counters: compiles, memory_cache_hits, disk_cache_hits, executes, compile_seconds,
+    """Counters: compiles (compiles_new_shape of them for a program compiled before with other
+    input sizes), memory_cache_hits, disk_cache_hits, executes, compile_seconds,
     cached_executables, fallbacks (op name -> count) and collectives (transport -> collective ->
     count, torch_pjrt.distributed)."""
     from . import _C

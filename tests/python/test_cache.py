@@ -7,7 +7,7 @@ import stat
 import torch
 
 import torch_pjrt
-from tpu_helpers import DEVICE, assert_same, make, run_json
+from tpu_helpers import DEVICE, assert_same, make, run_json, run_python
 
 
 def _delta(before, after):
@@ -22,7 +22,7 @@ def _stats():
 
 def test_stats_keys_and_types():
     s = torch_pjrt.stats()
-    for k in ("compiles", "memory_cache_hits", "disk_cache_hits", "executes",
+    for k in ("compiles", "compiles_new_shape", "memory_cache_hits", "disk_cache_hits", "executes",
               "cached_executables"):
         assert isinstance(s[k], int) and s[k] >= 0, k
     assert isinstance(s["compile_seconds"], float) and s["compile_seconds"] >= 0
@@ -233,3 +233,31 @@ def test_cache_capacity_and_launch_blocking_env():
     assert out["compiles1"] >= 5
     assert out["cached"] <= 2
     assert out["recompiled"] == 1
+
+
+_SHAPE_SWEEP = """
+import json, sys, torch, torch_pjrt
+torch_pjrt.reset_stats()
+sys.stderr.write("START\\n")
+for n in (3, 4, 5):
+    (torch.arange(n, dtype=torch.float32, device="tpu") * 3).sum().item()
+s = torch_pjrt.stats()
+print(json.dumps([s["compiles"], s["compiles_new_shape"]]))
+sys.stderr.write("END\\n")
+"""
+
+
+def test_compiles_caused_by_new_shapes_are_counted_and_logged():
+    # Three lengths of the same ops: the first length compiles each op's first program, the
+    # other two compile the same programs again for new sizes; the log names op, inputs, reason.
+    p = run_python(_SHAPE_SWEEP, TORCH_PJRT_CACHE_DIR="0", TORCH_PJRT_LOG_COMPILES="1")
+    assert p.returncode == 0, p.stderr
+    compiles, new_shape = __import__("json").loads(p.stdout.strip().splitlines()[-1])
+    assert compiles >= 6 and new_shape == compiles - compiles // 3, (compiles, new_shape)
+    swept = p.stderr.split("START\n")[1].split("END\n")[0]  # not what import and exit compile
+    log = [l for l in swept.splitlines() if l.startswith("torch_pjrt: compile ")]
+    assert len(log) == compiles
+    assert any(l.startswith("torch_pjrt: compile mul.Tensor (float32[4]): new shapes, ") for l in log), log
+    assert any(l.startswith("torch_pjrt: compile mul.Tensor (float32[3]): first, ") for l in log), log
+    quiet = run_python(_SHAPE_SWEEP, TORCH_PJRT_CACHE_DIR="0")
+    assert "torch_pjrt: compile" not in quiet.stderr
