@@ -123,10 +123,15 @@ typedef struct {
   const tp_view_t *outs;
   int n_out;
   const plan_t *plan;
+  tp_exec_origin_t *origin; /* filled here, on a cache miss only: the compile log's inputs */
+  tp_view_t *views;
 } build_ctx_t;
 
 static tp_status_t *build_call(void *ctx, char **out_text) {
   const build_ctx_t *c = ctx;
+  c->origin->inputs = c->views;
+  for (int i = 0; i < c->n_args && c->origin->n_inputs < TP_MAX_ARGS; i++)
+    if (c->args[i].arg.kind == TP_ARG_TENSOR) c->views[c->origin->n_inputs++] = c->args[i].view;
   return build_program(c->op, c->args, c->n_args, c->out_metas, c->outs, c->n_out, c->plan, out_text);
 }
 
@@ -239,11 +244,9 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   static plan_t p;
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
   TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));
-  build_ctx_t ctx = {d, args, n_args, out_metas, outs, n_out, &p};
   tp_view_t views[TP_MAX_ARGS];
-  tp_exec_origin_t origin = {d->name, views, 0};
-  for (int i = 0; i < n_args && origin.n_inputs < TP_MAX_ARGS; i++)
-    if (args[i].arg.kind == TP_ARG_TENSOR) views[origin.n_inputs++] = args[i].view;
+  tp_exec_origin_t origin = {d->name, NULL, 0};
+  build_ctx_t ctx = {d, args, n_args, out_metas, outs, n_out, &p, &origin, views};
   tp_executable_t *exe = NULL;
   bool compiled;
   TP_RETURN_IF_ERROR(tp_status_annotate(

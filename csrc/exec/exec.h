@@ -54,7 +54,7 @@ tp_status_t *tp_exec_builder_create(tp_hlo_builder_t **out_builder);
 typedef tp_status_t *(*tp_exec_build_fn)(void *ctx, char **out_text);
 
 /* What a program is, for the compile log: |what| (an op's name, or "graph of N ops") and its
- * tensor inputs. */
+ * tensor inputs (which |build| may fill: it runs before the compile is logged). */
 typedef struct {
   const char *what;
   const tp_view_t *inputs;
