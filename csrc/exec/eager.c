@@ -386,8 +386,7 @@ tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src) {
   return tp_eager_copy_bits(dst, src, false, false);
 }
 
-/* A contiguous view over all of a fresh storage of |numel| elements. */
-static tp_status_t *temp_storage(int device, tp_dtype_t dtype, const tp_view_t *shape_of,
+tp_status_t *tp_eager_temp_storage(int device, tp_dtype_t dtype, const tp_view_t *shape_of,
                                  tp_storage_t **out_s, tp_view_t *out_v) {
   int64_t numel = tp_view_numel(shape_of);
   TP_RETURN_IF_ERROR(tp_storage_create(tp_exec_client(), device, (size_t)numel * tp_dtype_size(dtype), out_s));
@@ -424,7 +423,7 @@ tp_status_t *tp_eager_copy_from_host_async(const tp_view_t *dst, const void *dat
   /* Part of a storage: through a whole temporary (whose copy is awaited), then on the device. */
   tp_storage_t *tmp = NULL;
   tp_view_t tv;
-  TP_RETURN_IF_ERROR(temp_storage(tp_storage_device(dst->storage), dst->dtype, dst, &tmp, &tv));
+  TP_RETURN_IF_ERROR(tp_eager_temp_storage(tp_storage_device(dst->storage), dst->dtype, dst, &tmp, &tv));
   tp_status_t *st = tp_eager_copy_from_host(&tv, data);
   if (!st) st = tp_eager_copy(dst, &tv);
   tp_storage_release(tmp);
@@ -456,7 +455,7 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   tp_exec_unlock();
   tp_storage_t *tmp = NULL;
   tp_view_t tv;
-  TP_RETURN_IF_ERROR(temp_storage(tp_storage_device(src->storage), src->dtype, src, &tmp, &tv));
+  TP_RETURN_IF_ERROR(tp_eager_temp_storage(tp_storage_device(src->storage), src->dtype, src, &tmp, &tv));
   tp_status_t *st = tp_eager_copy(&tv, src);
   if (!st) st = tp_eager_copy_to_host(&tv, data);
   tp_storage_release(tmp);

@@ -30,6 +30,10 @@ tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t 
 tp_status_t *tp_eager_run(int op, tp_eager_arg_t *args, int n_args, const tp_meta_t *out_metas,
                           const tp_view_t *outs, int n_out);
 
+/* A fresh, unwritten storage on |device| and |out_v|, a contiguous view of |dtype| over all of it
+ * with |shape_of|'s sizes; the caller releases *out_s. */
+tp_status_t *tp_eager_temp_storage(int device, tp_dtype_t dtype, const tp_view_t *shape_of,
+                                   tp_storage_t **out_s, tp_view_t *out_v);
 /* dst <- src with broadcasting and dtype conversion, both on the device. */
 tp_status_t *tp_eager_copy(const tp_view_t *dst, const tp_view_t *src);
 /* Like tp_eager_copy, conjugating (|conj|) and/or negating (|neg|) the values on the way: how a

@@ -182,9 +182,9 @@ static void note_compile(const tp_exec_origin_t *o, double ms) {
           again ? "new shapes" : "first", ms);
 }
 
-tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
-                             void *ctx, const tp_exec_origin_t *origin, tp_executable_t **out_exe,
-                             bool *out_compiled) {
+static tp_status_t *program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
+                            void *ctx, const tp_exec_origin_t *origin, int n, const int *devices,
+                            tp_executable_t **out_exe, bool *out_compiled) {
   *out_compiled = false;
   *out_exe = tp_exec_cache_lookup(g.cache, key, key_len, hash);
   if (*out_exe) return NULL;
@@ -192,7 +192,9 @@ tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_
   clock_gettime(CLOCK_MONOTONIC, &t0);
   char *text = NULL;
   TP_RETURN_IF_ERROR(build(ctx, &text));
-  tp_status_t *st = tp_executable_compile(g.client, text, strlen(text), out_exe);
+  tp_status_t *st = devices ? tp_executable_compile_replicated(g.client, text, strlen(text), n,
+                                                               devices, out_exe)
+                            : tp_executable_compile(g.client, text, strlen(text), out_exe);
   if (st && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
   free(text);
   if (st) return st;
@@ -202,4 +204,17 @@ tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_
     note_compile(origin, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
   tp_exec_cache_insert(g.cache, key, key_len, hash, *out_exe);
   return NULL;
+}
+
+tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
+                             void *ctx, const tp_exec_origin_t *origin, tp_executable_t **out_exe,
+                             bool *out_compiled) {
+  return program(key, key_len, hash, build, ctx, origin, 1, NULL, out_exe, out_compiled);
+}
+
+tp_status_t *tp_exec_program_replicated(const void *key, size_t key_len, uint64_t hash,
+                                        tp_exec_build_fn build, void *ctx,
+                                        const tp_exec_origin_t *origin, int n, const int *devices,
+                                        tp_executable_t **out_exe, bool *out_compiled) {
+  return program(key, key_len, hash, build, ctx, origin, n, devices, out_exe, out_compiled);
 }

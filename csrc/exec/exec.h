@@ -72,6 +72,12 @@ typedef struct {
 tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
                              void *ctx, const tp_exec_origin_t *origin, tp_executable_t **out_exe,
                              bool *out_compiled);
+/* The same for a replicated program (tp_executable_compile_replicated): |n| replicas on
+ * |devices|, which |key| must name (an executable is bound to its devices). */
+tp_status_t *tp_exec_program_replicated(const void *key, size_t key_len, uint64_t hash,
+                                        tp_exec_build_fn build, void *ctx,
+                                        const tp_exec_origin_t *origin, int n, const int *devices,
+                                        tp_executable_t **out_exe, bool *out_compiled);
 /* Compiles caused by new shapes since the last reset (the kinds seen are kept). */
 int64_t tp_exec_new_shape_compiles(void);
 void tp_exec_reset_new_shape_compiles(void);

@@ -1001,3 +1001,52 @@ tp_hlo_value_t tp_hlo_dynamic_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x
        x.id, update.id, ops, ty(&x).s, ty(&update).s, types, ty(&v).s);
   return v;
 }
+
+/* ---- collectives ---- */
+
+tp_hlo_value_t tp_hlo_collective(tp_hlo_builder_t *b, tp_hlo_collective_t kind, tp_hlo_value_t x,
+                                 int n, tp_hlo_binary_t op) {
+  if (!live(b, &x) || !check(b, x.ndim == 1 && n >= 1, "collectives take 1-D values, n >= 1"))
+    return bad_value();
+  int64_t m = x.dims[0];
+  if (kind == TP_HLO_REDUCE_SCATTER || kind == TP_HLO_ALL_TO_ALL)
+    if (!check(b, m % n == 0, "collective operand does not split evenly")) return bad_value();
+  int64_t out = kind == TP_HLO_ALL_GATHER ? m * n : kind == TP_HLO_REDUCE_SCATTER ? m / n : m;
+  /* One replica group of every replica: dense<[[0, 1, ..., n-1]]>. */
+  char groups[16 * 64 + 64];
+  size_t off = (size_t)snprintf(groups, sizeof(groups), "replica_groups = dense<[[");
+  if (!check(b, n <= 64, "more than 64 replicas")) return bad_value();
+  for (int r = 0; r < n; r++)
+    off += (size_t)snprintf(groups + off, sizeof(groups) - off, "%s%d", r ? ", " : "", r);
+  snprintf(groups + off, sizeof(groups) - off, "]]> : tensor<1x%dxi64>", n);
+  tp_hlo_value_t v = new_value(b, x.dtype, 1, &out);
+  switch (kind) {
+    case TP_HLO_ALL_REDUCE:
+    case TP_HLO_REDUCE_SCATTER:
+      EMIT("    %%v%d = \"stablehlo.%s\"(%%v%d) ({\n", v.id,
+           kind == TP_HLO_ALL_REDUCE ? "all_reduce" : "reduce_scatter", x.id);
+      emit_scalar_region(b, x.dtype, (int)op);
+      EMIT("    }) {%s%s} : (%s) -> %s\n",
+           kind == TP_HLO_REDUCE_SCATTER ? "scatter_dimension = 0 : i64, " : "", groups, ty(&x).s,
+           ty(&v).s);
+      break;
+    case TP_HLO_ALL_GATHER:
+      EMIT("    %%v%d = \"stablehlo.all_gather\"(%%v%d) {all_gather_dim = 0 : i64, %s} : (%s) -> %s\n",
+           v.id, x.id, groups, ty(&x).s, ty(&v).s);
+      break;
+    case TP_HLO_ALL_TO_ALL:
+      EMIT("    %%v%d = \"stablehlo.all_to_all\"(%%v%d) {split_dimension = 0 : i64, "
+           "concat_dimension = 0 : i64, split_count = %d : i64, %s} : (%s) -> %s\n",
+           v.id, x.id, n, groups, ty(&x).s, ty(&v).s);
+      break;
+  }
+  return v;
+}
+
+tp_hlo_value_t tp_hlo_replica_id(tp_hlo_builder_t *b) {
+  int raw = b->next_id++;
+  tp_hlo_value_t v = new_value(b, TP_DTYPE_I32, 0, NULL);
+  EMIT("    %%v%d = \"stablehlo.replica_id\"() : () -> tensor<ui32>\n", raw);
+  EMIT("    %%v%d = \"stablehlo.convert\"(%%v%d) : (tensor<ui32>) -> tensor<i32>\n", v.id, raw);
+  return v;
+}

@@ -188,6 +188,21 @@ tp_hlo_value_t tp_hlo_dynamic_slice(tp_hlo_builder_t *b, tp_hlo_value_t x,
 tp_hlo_value_t tp_hlo_dynamic_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x,
                                            tp_hlo_value_t update, const tp_hlo_value_t *start);
 
+/* Collectives of a replicated program (compiled for |n| replicas), over one group holding every
+ * replica, on 1-D |x| (the same shape on every replica):
+ *   ALL_REDUCE      [m] -> [m]      elementwise |op| (ADD, MUL, MAX, MIN, AND, OR, XOR)
+ *   ALL_GATHER      [m] -> [n*m]    replica r's |x| at [r*m, (r+1)*m)
+ *   REDUCE_SCATTER  [n*m] -> [m]    replica r keeps chunk r of the all_reduce
+ *   ALL_TO_ALL      [n*m] -> [n*m]  chunk j of replica r becomes chunk r of replica j
+ * |op| is ignored by the two that do not reduce. */
+typedef enum {
+  TP_HLO_ALL_REDUCE, TP_HLO_ALL_GATHER, TP_HLO_REDUCE_SCATTER, TP_HLO_ALL_TO_ALL
+} tp_hlo_collective_t;
+tp_hlo_value_t tp_hlo_collective(tp_hlo_builder_t *b, tp_hlo_collective_t kind, tp_hlo_value_t x,
+                                 int n, tp_hlo_binary_t op);
+/* This replica's index in a replicated program, as an i32 scalar. */
+tp_hlo_value_t tp_hlo_replica_id(tp_hlo_builder_t *b);
+
 /* Helpers on types. */
 int64_t tp_hlo_numel(const tp_hlo_value_t *v);
 /* Writes "tensor<2x3xf32>" into |buf| (size >= 160 is always enough). */

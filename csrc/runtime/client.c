@@ -170,9 +170,10 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   c->devices = dargs.addressable_devices;
   c->num_devices = dargs.num_addressable_devices;
   c->device_kinds = calloc(c->num_devices ? c->num_devices : 1, sizeof(char *));
+  c->device_ids = calloc(c->num_devices ? c->num_devices : 1, sizeof(int64_t));
   c->bytes_in_use = calloc(c->num_devices ? c->num_devices : 1, sizeof(c->bytes_in_use[0]));
   c->peak_bytes = calloc(c->num_devices ? c->num_devices : 1, sizeof(c->peak_bytes[0]));
-  if (!c->device_kinds || !c->bytes_in_use || !c->peak_bytes) {
+  if (!c->device_kinds || !c->device_ids || !c->bytes_in_use || !c->peak_bytes) {
     tp_client_release(c);
     return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
   }
@@ -185,6 +186,12 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
       kargs.device_description = gargs.device_description;
       s2 = tp_pjrt_status(api, api->PJRT_DeviceDescription_Kind(&kargs), "device kind");
       if (!s2) c->device_kinds[i] = dup_n(kargs.device_kind, kargs.device_kind_size);
+      TP_PJRT_ARGS(PJRT_DeviceDescription_Id_Args, iargs);
+      iargs.device_description = gargs.device_description;
+      c->device_ids[i] = (int64_t)i;
+      tp_status_t *s3 = tp_pjrt_status(api, api->PJRT_DeviceDescription_Id(&iargs), "device id");
+      if (!s3) c->device_ids[i] = iargs.id;
+      tp_status_free(s3);
     }
     tp_status_free(s2);
     if (!c->device_kinds[i]) c->device_kinds[i] = strdup(c->platform_name);
@@ -211,6 +218,7 @@ static void client_destroy(tp_client_t *c) {
     tp_status_free(tp_pjrt_status(c->api, c->api->PJRT_Client_Destroy(&args), "destroy client"));
   }
   for (size_t i = 0; i < c->num_devices; i++) free(c->device_kinds[i]);
+  free(c->device_ids);
   free(c->device_kinds);
   free(c->plugin_path);
   free(c->platform_name);

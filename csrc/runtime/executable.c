@@ -65,8 +65,8 @@ static tp_status_t *wrap(tp_client_t *client, PJRT_LoadedExecutable *loaded,
   return NULL;
 }
 
-tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
-                                   tp_executable_t **out_exe) {
+static tp_status_t *compile(tp_client_t *client, const char *mlir, size_t size,
+                            const char *options, size_t options_size, tp_executable_t **out_exe) {
   *out_exe = NULL;
   const PJRT_Api *api = client->api;
   TP_PJRT_ARGS(PJRT_Program, prog);
@@ -77,8 +77,8 @@ tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t
   TP_PJRT_ARGS(PJRT_Client_Compile_Args, args);
   args.client = client->client;
   args.program = &prog;
-  args.compile_options = kCompileOptions;
-  args.compile_options_size = sizeof(kCompileOptions);
+  args.compile_options = options;
+  args.compile_options_size = options_size;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_Client_Compile(&args), "compile");
@@ -88,6 +88,59 @@ tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t
   if (st) return st;
   atomic_fetch_add(&client->compiles, 1);
   return wrap(client, args.executable, out_exe);
+}
+
+tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
+                                   tp_executable_t **out_exe) {
+  return compile(client, mlir, size, kCompileOptions, sizeof(kCompileOptions), out_exe);
+}
+
+/* Protocol-buffer wire format, the little of it compile options need: varint fields (wire type
+ * 0) and length-delimited ones (wire type 2). */
+typedef struct {
+  unsigned char data[1024];
+  size_t len;
+} pb_t;
+static void pb_varint(pb_t *p, uint64_t v) {
+  while (p->len < sizeof(p->data)) {
+    p->data[p->len++] = (unsigned char)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    if ((v >>= 7) == 0) break;
+  }
+}
+static void pb_int(pb_t *p, int field, int64_t v) {
+  pb_varint(p, (uint64_t)field << 3);
+  pb_varint(p, (uint64_t)v);
+}
+static void pb_message(pb_t *p, int field, const pb_t *m) {
+  pb_varint(p, (uint64_t)field << 3 | 2);
+  pb_varint(p, m->len);
+  for (size_t i = 0; i < m->len && p->len < sizeof(p->data); i++) p->data[p->len++] = m->data[i];
+}
+
+tp_status_t *tp_executable_compile_replicated(tp_client_t *client, const char *mlir, size_t size,
+                                              int n, const int *devices,
+                                              tp_executable_t **out_exe) {
+  *out_exe = NULL;
+  if (n < 1 || n > 64)
+    return tp_make_status(TP_INVALID_ARGUMENT, "a replicated program needs 1..64 devices, not %d", n);
+  /* CompileOptionsProto{3: ExecutableBuildOptionsProto{4: num_replicas, 5: num_partitions,
+   * 9: DeviceAssignmentProto{1: replica_count, 2: computation_count,
+   * 3: ComputationDevice{1: replica_device_ids...}}}} */
+  pb_t ids = {0}, assignment = {0}, build = {0}, options = {0};
+  for (int r = 0; r < n; r++) {
+    if (devices[r] < 0 || (size_t)devices[r] >= client->num_devices)
+      return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
+                            devices[r], client->num_devices);
+    pb_int(&ids, 1, client->device_ids[devices[r]]);
+  }
+  pb_int(&assignment, 1, n);
+  pb_int(&assignment, 2, 1);
+  pb_message(&assignment, 3, &ids);
+  pb_int(&build, 4, n);
+  pb_int(&build, 5, 1);
+  pb_message(&build, 9, &assignment);
+  pb_message(&options, 3, &build);
+  return compile(client, mlir, size, (const char *)options.data, options.len, out_exe);
 }
 
 tp_status_t *tp_executable_serialize(tp_executable_t *e, char **out_bytes, size_t *out_size) {
@@ -149,33 +202,42 @@ int tp_executable_num_outputs(const tp_executable_t *e) { return e->num_outputs;
 tp_status_t *tp_executable_execute(tp_executable_t *e, const tp_execute_args_t *a) {
   tp_client_t *c = e->client;
   const PJRT_Api *api = c->api;
-  if (a->device < 0 || (size_t)a->device >= c->num_devices)
+  int n = a->replicas > 1 ? a->replicas : 1;
+  if (a->replicas <= 1 && (a->device < 0 || (size_t)a->device >= c->num_devices))
     return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
                           a->device, c->num_devices);
   TP_PJRT_ARGS(PJRT_ExecuteOptions, opts);
   opts.non_donatable_input_indices = a->non_donatable;
   opts.num_non_donatable_input_indices = a->n_non_donatable;
-  PJRT_Buffer *const *arg_list = a->args;
-  PJRT_Buffer **out_list = a->out_buffers;
-  PJRT_Event *done = NULL;
+  PJRT_Buffer *const *arg_lists[64];
+  PJRT_Buffer **out_lists[64];
+  PJRT_Event *done[64] = {NULL};
+  if (n > 64) return tp_make_status(TP_INVALID_ARGUMENT, "more than 64 replicas");
+  for (int r = 0; r < n; r++) {
+    arg_lists[r] = a->args + (size_t)r * a->n_args;
+    out_lists[r] = a->out_buffers + (size_t)r * (size_t)e->num_outputs;
+  }
   TP_PJRT_ARGS(PJRT_LoadedExecutable_Execute_Args, xargs);
   xargs.executable = e->exe;
   xargs.options = &opts;
-  xargs.argument_lists = &arg_list;
-  xargs.num_devices = 1;
+  xargs.argument_lists = arg_lists;
+  xargs.num_devices = (size_t)n;
   xargs.num_args = a->n_args;
-  xargs.output_lists = &out_list;
-  xargs.device_complete_events = &done;
-  xargs.execute_device = c->devices[a->device];
+  xargs.output_lists = out_lists;
+  xargs.device_complete_events = done;
+  /* A replicated program runs on the devices its assignment names, in replica order. */
+  xargs.execute_device = a->replicas > 1 ? NULL : c->devices[a->device];
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), a->op_name);
   if (st) return st;
   atomic_fetch_add(&c->executes, 1);
-  PJRT_Buffer *check = NULL;
-  if (a->check_output >= 0 && a->check_output < e->num_outputs) {
-    check = a->out_buffers[a->check_output];
-    a->out_buffers[a->check_output] = NULL;
+  for (int r = 0; r < n; r++) {
+    PJRT_Buffer *check = NULL;
+    if (a->check_output >= 0 && a->check_output < e->num_outputs) {
+      check = out_lists[r][a->check_output];
+      out_lists[r][a->check_output] = NULL;
+    }
+    if (a->blocking) st = tp_status_join(st, tp_client_await_execution(c, done[r], a->op_name, check));
+    else tp_client_track(c, done[r], a->op_name, check);
   }
-  if (a->blocking) return tp_client_await_execution(c, done, a->op_name, check);
-  tp_client_track(c, done, a->op_name, check);
-  return NULL;
+  return st;
 }

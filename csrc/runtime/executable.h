@@ -21,6 +21,11 @@ typedef struct tp_executable tp_executable_t;
  * Caller owns one reference. The plugin's diagnostics are kept in the error message. */
 tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
                                    tp_executable_t **out_exe);
+/* Compiles MLIR text into a replicated program: |n| replicas, replica r on device |devices|[r]
+ * (collectives inside it run across those devices). Caller owns one reference. */
+tp_status_t *tp_executable_compile_replicated(tp_client_t *client, const char *mlir, size_t size,
+                                              int n, const int *devices,
+                                              tp_executable_t **out_exe);
 /* Serializes |exe|; *out_bytes is the caller's (free()). */
 tp_status_t *tp_executable_serialize(tp_executable_t *exe, char **out_bytes, size_t *out_size);
 /* Loads a serialized executable; caller owns one reference. */
@@ -40,6 +45,10 @@ int tp_executable_num_outputs(const tp_executable_t *exe);
  * entry becomes NULL) and reports IndexError the same way when it is set. */
 typedef struct {
   int device;
+  /* A replicated executable (tp_executable_compile_replicated) runs once on each of its
+   * |replicas| devices (|device| unused): |args| holds replicas * n_args buffers, replica by
+   * replica, and |out_buffers| replicas * num_outputs. 0 or 1: one device. */
+  int replicas;
   PJRT_Buffer *const *args;
   size_t n_args;
   const int64_t *non_donatable;

@@ -44,6 +44,7 @@ struct tp_client {
   size_t num_devices;
   PJRT_Device *const *devices; /* borrowed from the PJRT client */
   char **device_kinds;
+  int64_t *device_ids; /* PJRT's global id of each device (device assignments name these) */
   int64_t memory_total; /* the plugin's limit, else physical memory */
   int64_t memory_limit; /* the budget storages are checked against (at most memory_total) */
   /* Completion events of enqueued executions, with the op that enqueued each, so synchronize
