@@ -10,7 +10,8 @@ extern "C" {
 
 namespace tp_glue {
 
-void register_graph(py::module& m);  // graph.cpp
+void register_graph(py::module& m);       // graph.cpp
+void register_collective(py::module& m);  // collective.cpp
 
 namespace {
 
@@ -136,6 +137,7 @@ PYBIND11_MODULE(_C, m) {
     tp_executable_release(exe);
   });
   register_graph(m);
+  register_collective(m);
   m.def("storage_buffer_dtype", [](const at::Tensor& t) {
     tp_storage_t* s = storage_of(t);
     return s && tp_storage_buffer(s) ? std::string(tp_dtype_name(tp_storage_buffer_dtype(s)))

@@ -1,28 +1,38 @@
 """torch.distributed for tpu tensors: the "pjrt" c10d backend, registered for the tpu device, so
 init_process_group() with no backend, backend="pjrt" and "cpu:gloo,tpu:pjrt" all resolve to it.
 
-Transport, today: the host. Each collective copies its tpu tensors to CPU, runs gloo's collective
-on the copies, and copies the results back into the tpu tensors; the Work it returns is complete.
-Every such call is counted in torch_pjrt.stats()["collectives"] (transport -> op -> calls), the
-way an op that falls back to CPU is counted. Reductions gloo lacks are composed: AVG is SUM
-divided by the group size.
+Two transports; each process group uses one, chosen when it is created (transport(group) says
+which; TORCH_PJRT_COLLECTIVE_TRANSPORT=device|host|auto forces or frees the choice):
+- device: every rank of the group lives in this process, each on a tpu device of its own (ranks
+  as threads: run_threads() below, or PyTorch's thread-local world). A collective is one
+  replicated device program over the group's devices (exec/collective.h): the ranks meet in
+  process, the last to arrive runs the program for all of them, nothing crosses the host.
+- host: everything else (one process per device, as torchrun launches, on a plugin whose client
+  does not span processes, such as XLA's CPU plugin). Each collective copies its tpu tensors to
+  CPU, runs gloo's collective on the copies and copies the results back.
+Every call is counted in torch_pjrt.stats()["collectives"] (transport -> collective -> calls), the
+way an op that falls back to CPU is counted. The Work a collective returns is complete: its
+results are enqueued on the device, ordered before any later use, as an op's are.
 
-Safety: before each collective the ranks exchange what they are about to run (the collective,
-its dtype, the shapes that must agree, the reduction), so a rank that calls another collective
-or another shape raises an error naming every rank's call instead of hanging or reducing
-mismatched buffers (gloo adds tensors of different sizes without a word).
-TORCH_PJRT_COLLECTIVE_CHECK=0 turns the exchange off."""
+Safety: ranks check that they run the same collective (its kind, dtype, the shapes that must
+agree, the reduction) before running it, so a rank that calls another collective or another shape
+raises an error naming every rank's call instead of hanging or reducing mismatched buffers (gloo
+adds tensors of different sizes without a word). The device transport compares the calls where
+the ranks meet; the host transport exchanges them first (TORCH_PJRT_COLLECTIVE_CHECK=0 turns that
+exchange off)."""
 import collections
 import datetime
 import os
+import socket
 import threading
+import time
 
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _CBackend, _create_work_from_future
 
 NAME = "pjrt"
-TRANSPORT = "host"
+TRANSPORTS = ("device", "host")
 _CHECK = os.environ.get("TORCH_PJRT_COLLECTIVE_CHECK", "1") != "0"
 _FP_BYTES = 256  # a call's description, as exchanged between ranks
 
@@ -41,16 +51,40 @@ def reset_collective_counts():
         _counts.clear()
 
 
-def _note(name):
+def _note(transport, name):
     with _lock:
-        _counts[TRANSPORT][name] += 1
+        _counts[transport][name] += 1
+
+
+def transport(group=None):
+    """The transport ("device" or "host") of |group|'s tpu backend (default: the default group)."""
+    backend = (group or dist.group.WORLD)._get_backend(torch.device("tpu"))
+    return backend.transport
+
+
+_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
 
 
 def _op_name(op):
-    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"):
+    for name in _OPS:
         if op == getattr(dist.ReduceOp, name):
             return name
     return "?"
+
+
+def _describe(name, t=None, opts=None, shape=True):
+    """A call as ranks compare it: "all_reduce(float32[3, 4], SUM)"."""
+    desc = name
+    if t is not None:
+        desc += f"({str(t.dtype).replace('torch.', '')}{list(t.shape) if shape else ''}"
+        desc += f", {_op_name(opts.reduceOp)}" if opts is not None and hasattr(opts, "reduceOp") else ""
+        desc += ")"
+    return desc
+
+
+def _mismatch(calls):
+    return RuntimeError("pjrt: the ranks of a process group called different collectives: "
+                        + "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)))
 
 
 def _divide(hosts, by):
@@ -76,16 +110,306 @@ def _back(devs, hosts):
             d.copy_(h)
 
 
+def _scaled(hosts, scale):
+    """Host copies scaled in place by PREMUL_SUM's factor (|scale| None: as they are)."""
+    if scale is not None:
+        for h in hosts:
+            h.mul_(scale)
+    return hosts
+
+
+def _premul(t, opts):
+    """PREMUL_SUM as SUM (opts changed to it): |t| times the op's factor, a new tensor, or |t|
+    itself for any other reduction."""
+    if opts is None or not hasattr(opts, "reduceOp") or opts.reduceOp != dist.ReduceOp.PREMUL_SUM:
+        return t
+    factor = opts.reduceOp.factor
+    opts.reduceOp = dist.ReduceOp.SUM
+    return t * (factor.to(t.device) if torch.is_tensor(factor) else factor)
+
+
 class ProcessGroupPjrt(_CBackend):
-    """A c10d backend for tpu tensors over the host transport (gloo on host copies)."""
+    """The pjrt c10d backend; _create picks the subclass of the group's transport."""
+    transport = None
+
+    def __init__(self, rank, size):
+        super().__init__(rank, size)
+        self._size = size
+
+    def getBackendName(self):
+        return NAME
+
+
+class _Meeting:
+    """Where the in-process ranks of one group meet for each collective, in call order: each rank
+    brings its call's description and its tensors; the last to arrive checks that the
+    descriptions agree and runs the collective for every rank. A rank that fails outside a
+    meeting (run_threads) breaks its groups' meetings, so the others raise instead of waiting."""
+
+    def __init__(self, size):
+        self.size = size
+        self.cond = threading.Condition()
+        self.calls = {}
+        self.broken = None
+
+    def join(self, rank, seq, desc, payload, action, timeout):
+        with self.cond:
+            call = self.calls.setdefault(seq, {"descs": {}, "payloads": {}, "done": False,
+                                               "result": None, "error": None, "left": self.size})
+            call["descs"][rank], call["payloads"][rank] = desc, payload
+            if len(call["descs"]) == self.size:
+                descs = [call["descs"][r] for r in range(self.size)]
+                try:
+                    if any(d != descs[0] for d in descs):
+                        raise _mismatch(descs)
+                    call["result"] = action([call["payloads"][r] for r in range(self.size)])
+                except Exception as e:  # every rank raises it
+                    call["error"] = e
+                call["done"] = True
+                self.cond.notify_all()
+            deadline = time.monotonic() + timeout
+            while not call["done"] and self.broken is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    missing = sorted(set(range(self.size)) - set(call["descs"]))
+                    self.broken = RuntimeError(f"pjrt: timed out after {timeout:.0f} s waiting for "
+                                               f"ranks {missing} to call {desc}")
+                    self.cond.notify_all()
+                    break
+                self.cond.wait(left)
+            if not call["done"]:
+                raise RuntimeError(f"pjrt: {desc} abandoned: {self.broken}")
+            call["left"] -= 1
+            if call["left"] == 0:
+                del self.calls[seq]
+            if call["error"] is not None:
+                raise type(call["error"])(*call["error"].args)
+            return call["result"]
+
+    def breaks(self, why):
+        with self.cond:
+            self.broken = self.broken or why
+            self.cond.notify_all()
+
+
+_meetings = {}
+_meetings_lock = threading.Lock()
+
+
+def _meeting(uid, size):
+    with _meetings_lock:
+        return _meetings.setdefault(uid, _Meeting(size))
+
+
+def _break_meetings(why):
+    with _meetings_lock:
+        for m in _meetings.values():
+            m.breaks(why)
+
+
+class _DeviceTransport(ProcessGroupPjrt):
+    """Collectives as replicated device programs over the group's devices (ranks in this process,
+    a device each). The ranks meet (_Meeting); the last runs torch_pjrt._C.collective for all."""
+    transport = "device"
+
+    def __init__(self, store, rank, size, timeout, uid):
+        super().__init__(rank, size)
+        self._meeting = _meeting(uid, size)
+        self._timeout = timeout.total_seconds()
+        self._seq = 0
+        self._mail = _meeting(uid + "/mail", size)
+
+    def _meet(self, desc, payload, action):
+        self._seq += 1
+        return self._meeting.join(self.rank(), self._seq, desc, payload, action, self._timeout)
+
+    def _run(self, name, kind, t_in, t_out, opts=None, root=0, desc=None):
+        """One collective of the C executor on this rank's |t_in| -> |t_out|."""
+        _note("device", name)
+        desc = desc or _describe(name, t_in, opts)
+        t_in = _premul(t_in, opts)
+        op = _op_name(opts.reduceOp) if opts is not None and hasattr(opts, "reduceOp") else "SUM"
+        from . import _C
+
+        def run(payloads):
+            _C.collective(kind, op, root, [p[0] for p in payloads], [p[1] for p in payloads])
+        self._meet(desc, (t_in.detach(), t_out.detach()), run)
+
+    def _exchange(self, name, value):
+        """Every rank's |value|, in rank order (a meeting that moves no tensor)."""
+        return self._meet(f"{name}(sizes)", value, lambda payloads: list(payloads))
+
+    def broadcast(self, tensors, opts):
+        self._run("broadcast", "broadcast", tensors[0], tensors[0], root=opts.rootRank)
+        return _done(tensors)
+
+    def allreduce(self, tensors, opts):
+        self._run("allreduce", "all_reduce", tensors[0], tensors[0], opts)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts):
+        for t in tensors:
+            o = dist.AllreduceOptions()
+            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
+            self.allreduce([t], o)
+        return _done(tensors)
+
+    def reduce(self, tensors, opts):
+        t = tensors[0]
+        out = t if self.rank() == opts.rootRank else torch.empty_like(t)
+        self._run("reduce", "all_reduce", t, out, opts, desc=_describe(f"reduce@{opts.rootRank}", t, opts))
+        return _done(tensors)
+
+    def _gathered(self, name, t):
+        flat = torch.empty(self._size * t.numel(), dtype=t.dtype, device=t.device)
+        self._run(name, "all_gather", t, flat)
+        return flat.view(self._size, *t.shape)
+
+    def allgather(self, output_lists, inputs, opts):
+        flat = self._gathered("allgather", inputs[0])
+        for j, o in enumerate(output_lists[0]):
+            o.copy_(flat[j])
+        return _done(output_lists)
+
+    def allgather_coalesced(self, output_lists, inputs, opts):
+        return self.allgather(output_lists, inputs, opts)
+
+    def all_gather_single(self, output, input, opts):
+        self._run("all_gather_single", "all_gather", input, output)
+        return _done([output])
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            self.all_gather_single(o, i, opts)
+        return _done(outputs)
+
+    def gather(self, output_lists, inputs, opts):
+        flat = self._gathered(f"gather@{opts.rootRank}", inputs[0])
+        if self.rank() == opts.rootRank:
+            for j, o in enumerate(output_lists[0]):
+                o.copy_(flat[j])
+        return _done(output_lists)
+
+    def reduce_scatter(self, outputs, input_lists, opts):
+        inp = torch.cat([t.reshape(-1) for t in input_lists[0]])
+        self._run("reduce_scatter", "reduce_scatter", inp, outputs[0], opts,
+                  desc=_describe("reduce_scatter", outputs[0], opts))
+        return _done(outputs)
+
+    def reduce_scatter_single(self, output, input, opts):
+        self._run("reduce_scatter_single", "reduce_scatter", input, output, opts)
+        return _done([output])
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            c = dist.ReduceScatterOptions()
+            c.reduceOp, c.timeout = opts.reduceOp, opts.timeout
+            self.reduce_scatter_single(o, i, c)
+        return _done(outputs)
+
+    def scatter(self, outputs, input_lists, opts):
+        out, root = outputs[0], opts.rootRank
+        if self.rank() == root:
+            flat = torch.cat([t.reshape(-1) for t in input_lists[0]])
+        else:
+            flat = torch.empty(self._size * out.numel(), dtype=out.dtype, device=out.device)
+        self._run("scatter", "broadcast", flat, flat, root=root, desc=_describe(f"scatter@{root}", out))
+        out.copy_(flat.view(self._size, *out.shape)[self.rank()])
+        return _done(outputs)
+
+    def all_to_all_single(self, output, input, output_splits, input_splits, opts):
+        n, me = self._size, self.rank()
+        if not output_splits and not input_splits:
+            self._run("all_to_all_single", "all_to_all", input, output,
+                      desc=_describe("all_to_all_single", input))
+            return _done([output])
+        # Uneven splits (rows of dim 0): every rank's chunks padded to the largest split of the
+        # group, one all_to_all of the padded blocks, the padding cut off on the way out.
+        row = input[0].numel() if input.dim() and input.shape[0] else max(input.numel(), 1)
+        in_splits = list(input_splits) or [input.shape[0] // n] * n
+        out_splits = list(output_splits) or [output.shape[0] // n] * n
+        width = max(self._exchange("all_to_all_single", max(in_splits + out_splits)))
+        blocks = torch.zeros(n, width * row, dtype=input.dtype, device=input.device)
+        flat_in = input.reshape(-1)
+        at = 0
+        for j, s in enumerate(in_splits):
+            blocks[j, :s * row] = flat_in[at:at + s * row]
+            at += s * row
+        got = torch.empty_like(blocks)
+        self._run("all_to_all_single", "all_to_all", blocks, got,
+                  desc=_describe("all_to_all_single(uneven)", blocks))
+        flat_out = output.view(-1) if output.is_contiguous() else None
+        parts = [got[j, :s * row] for j, s in enumerate(out_splits)]
+        result = torch.cat(parts) if parts else got.new_empty(0)
+        if flat_out is not None:
+            flat_out.copy_(result)
+        else:
+            output.copy_(result.view(output.shape))
+        return _done([output])
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(self, outputs, inputs, opts):
+        n = self._size
+        sizes = [t.numel() for t in inputs]
+        width = max(max(s) for s in self._exchange("all_to_all", sizes + [o.numel() for o in outputs]))
+        ref = inputs[0]
+        blocks = torch.zeros(n, width, dtype=ref.dtype, device=ref.device)
+        for j, t in enumerate(inputs):
+            blocks[j, :t.numel()] = t.reshape(-1)
+        got = torch.empty_like(blocks)
+        self._run("alltoall", "all_to_all", blocks, got, desc=_describe("all_to_all", blocks))
+        for j, o in enumerate(outputs):
+            o.copy_(got[j, :o.numel()].view(o.shape))
+        return _done(outputs)
+
+    def send(self, tensors, dst, tag):
+        # In process, a send is a snapshot handed to the receiver, which copies it device to
+        # device; the sender does not wait for the receive (as a buffered send).
+        _note("device", "send")
+        box = self._mail
+        with box.cond:
+            box.calls.setdefault((dst, self.rank(), tag), collections.deque()).append(
+                [t.detach().clone() for t in tensors])
+            box.cond.notify_all()
+        return _done(tensors)
+
+    def recv(self, tensors, src, tag):
+        _note("device", "recv")
+        box, key = self._mail, (self.rank(), src, tag)
+        deadline = time.monotonic() + self._timeout
+        with box.cond:
+            while not box.calls.get(key):
+                left = deadline - time.monotonic()
+                if box.broken is not None or left <= 0:
+                    raise RuntimeError(f"pjrt: recv from rank {src} (tag {tag}) abandoned: "
+                                       f"{box.broken or 'timed out'}")
+                box.cond.wait(left)
+            sent = box.calls[key].popleft()
+        for t, s in zip(tensors, sent):
+            t.copy_(s)
+        return _done(tensors)
+
+    def barrier(self, opts):
+        _note("device", "barrier")
+        self._meet("barrier", None, lambda payloads: None)
+        return _done([])
+
+
+class _HostTransport(ProcessGroupPjrt):
+    """Collectives through the host: gloo on CPU copies of the tpu tensors."""
+    transport = "host"
 
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
-        self._size = size
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
 
     def _wait(self, name, work):
-        _note(name)
+        _note("host", name)
         work.wait()
 
     def _agree(self, name, t=None, opts=None, shape=True):
@@ -93,11 +417,7 @@ class ProcessGroupPjrt(_CBackend):
         tensors like |t| (its dtype, and its shape when |shape|), with |opts|' reduction."""
         if not _CHECK or self._size == 1:
             return
-        desc = name
-        if t is not None:
-            desc += f"({str(t.dtype).replace('torch.', '')}{list(t.shape) if shape else ''}"
-            desc += f", {_op_name(opts.reduceOp)}" if opts is not None and hasattr(opts, "reduceOp") else ""
-            desc += ")"
+        desc = _describe(name, t, opts, shape)
         raw = desc.encode()[:_FP_BYTES]
         mine = torch.zeros(_FP_BYTES, dtype=torch.uint8)
         mine[:len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
@@ -105,21 +425,18 @@ class ProcessGroupPjrt(_CBackend):
         self._gloo.allgather([every], [mine]).wait()
         calls = [bytes(e.tolist()).rstrip(b"\0").decode(errors="replace") for e in every]
         if any(c != desc for c in calls):
-            raise RuntimeError("pjrt: the ranks of a process group called different collectives: "
-                               + "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)))
+            raise _mismatch(calls)
 
     def _reduce_op(self, opts):
-        """gloo's op for |opts|, and the divisor AVG needs afterwards (1 when none)."""
-        op = opts.reduceOp
+        """gloo's op for |opts| (set in it) and what to do around it: the factor PREMUL_SUM
+        scales each rank's copy by first (None when none), the divisor AVG needs afterwards."""
+        op, scale, by = opts.reduceOp, None, 1
         if op == dist.ReduceOp.AVG:
-            opts.reduceOp = dist.ReduceOp.SUM
-            return self._size
-        if op == dist.ReduceOp.PREMUL_SUM:
-            raise NotImplementedError("pjrt (host transport): ReduceOp.PREMUL_SUM is not supported")
-        return 1
-
-    def getBackendName(self):
-        return NAME
+            opts.reduceOp, by = dist.ReduceOp.SUM, self._size
+        elif op == dist.ReduceOp.PREMUL_SUM:
+            scale, opts.reduceOp = op.factor, dist.ReduceOp.SUM
+            scale = scale.cpu() if torch.is_tensor(scale) else scale
+        return scale, by
 
     def broadcast(self, tensors, opts):
         self._agree("broadcast", tensors[0])
@@ -131,8 +448,8 @@ class ProcessGroupPjrt(_CBackend):
     def _reduction(self, name, what, collective, tensors, opts, to_all=True):
         """all_reduce and reduce: |tensors| reduced in place (on every rank, or the root's)."""
         self._agree(what, tensors[0], opts)
-        by = self._reduce_op(opts)
-        hosts = _host(tensors)
+        scale, by = self._reduce_op(opts)
+        hosts = _scaled(_host(tensors), scale)
         self._wait(name, collective(hosts, opts))
         if to_all or self.rank() == opts.rootRank:
             _divide(hosts, by)
@@ -184,11 +501,10 @@ class ProcessGroupPjrt(_CBackend):
     def reduce_scatter(self, outputs, input_lists, opts):
         # gloo has no list reduce_scatter: allreduce each rank's input list, keep this rank's.
         self._agree("reduce_scatter", outputs[0], opts)
-        by = self._reduce_op(opts)
+        scale, by = self._reduce_op(opts)
         me = self.rank()
         for k, out in enumerate(outputs):
-            parts = _host(input_lists[k])
-            flat = torch.stack(parts)
+            flat = _scaled([torch.stack(_host(input_lists[k]))], scale)[0]
             o = dist.AllreduceOptions()
             o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
             self._wait("reduce_scatter", self._gloo.allreduce([flat], o))
@@ -198,8 +514,8 @@ class ProcessGroupPjrt(_CBackend):
 
     def reduce_scatter_single(self, output, input, opts):
         self._agree("reduce_scatter_tensor", input, opts)
-        by = self._reduce_op(opts)
-        flat = input.detach().cpu().contiguous()
+        scale, by = self._reduce_op(opts)
+        flat = _scaled([input.detach().cpu().contiguous()], scale)[0]
         o = dist.AllreduceOptions()
         o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
         self._wait("reduce_scatter_single", self._gloo.allreduce([flat], o))
@@ -262,13 +578,99 @@ class ProcessGroupPjrt(_CBackend):
 
 # c10d calls these from C++, also while a compiled (Dynamo) frame runs: they must run as plain
 # Python, never be traced themselves.
-for _name, _fn in list(vars(ProcessGroupPjrt).items()):
-    if callable(_fn) and not _name.startswith("__"):
-        setattr(ProcessGroupPjrt, _name, torch.compiler.disable(_fn, recursive=True))
+for _cls in (ProcessGroupPjrt, _DeviceTransport, _HostTransport):
+    for _name, _fn in list(vars(_cls).items()):
+        if callable(_fn) and not _name.startswith("__"):
+            setattr(_cls, _name, torch.compiler.disable(_fn, recursive=True))
+
+
+def _choose(store, rank, size, timeout):
+    """The group's transport and, for the device transport, the id its ranks meet under. Every
+    rank publishes where it runs (host, process, current tpu device) in the group's store; the
+    device transport needs every rank in this process on a device of its own."""
+    want = os.environ.get("TORCH_PJRT_COLLECTIVE_TRANSPORT", "auto")
+    if want not in ("auto",) + TRANSPORTS:
+        raise ValueError(f"TORCH_PJRT_COLLECTIVE_TRANSPORT={want!r}: expected auto, device or host")
+    if want == "host":
+        return "host", None
+    here = f"{socket.gethostname()}/{os.getpid()}"
+    device = torch.tpu.current_device()
+    store.set(f"pjrt/where/{rank}", f"{here}/{device}")
+    store.wait([f"pjrt/where/{r}" for r in range(size)], timeout)
+    where = [store.get(f"pjrt/where/{r}").decode().rsplit("/", 1) for r in range(size)]
+    devices = [int(d) for _, d in where]
+    why = None
+    if any(h != here for h, _ in where):
+        why = "its ranks run in more than one process (the plugin's client does not span processes)"
+    elif len(set(devices)) != size:
+        why = f"its ranks share tpu devices ({devices}); torch.tpu.set_device(rank) gives each its own"
+    if why is None:
+        # The group's ranks are this process's threads: they meet under one id, rank 0's.
+        if rank == 0:
+            store.set("pjrt/uid", f"{here}/{id(store)}/{time.monotonic_ns()}")
+        store.wait(["pjrt/uid"], timeout)
+        return "device", store.get("pjrt/uid").decode()
+    if want == "device":
+        raise RuntimeError(f"pjrt: TORCH_PJRT_COLLECTIVE_TRANSPORT=device, but {why}")
+    return "host", None
 
 
 def _create(store, rank, size, timeout):
-    return ProcessGroupPjrt(store, rank, size, timeout if timeout else datetime.timedelta(minutes=30))
+    timeout = timeout if timeout else datetime.timedelta(minutes=30)
+    kind, uid = _choose(store, rank, size, timeout)
+    if kind == "device":
+        return _DeviceTransport(store, rank, size, timeout, uid)
+    return _HostTransport(store, rank, size, timeout)
+
+
+def run_threads(fn, world_size=None, args=(), backend=None, timeout=datetime.timedelta(minutes=5)):
+    """Runs fn(rank, *args) as |world_size| ranks (default: every tpu device) in threads of this
+    process, rank r on tpu:r with the default process group initialized (init_process_group with
+    |backend|, None: PyTorch's choice per device), and returns their results in rank order: many
+    devices in one process, with collectives on the device transport. Each thread sees its own
+    torch.distributed world (PyTorch's thread-local world, as its own multi-threaded tests use).
+    An exception in a rank stops the others' collectives and is raised here."""
+    from torch.testing._internal.distributed.multi_threaded_pg import (
+        _install_threaded_pg, _uninstall_threaded_pg)
+    n = world_size or torch.tpu.device_count()
+    if n > torch.tpu.device_count():
+        raise ValueError(f"run_threads: {n} ranks need {n} tpu devices, there are "
+                         f"{torch.tpu.device_count()} (TORCH_PJRT_CPU_DEVICES sets the CPU plugin's)")
+    store = dist.HashStore()
+    results, errors = [None] * n, []  # errors in the order they happened: the first is the cause
+
+    def rank_main(rank):
+        torch.tpu.set_device(rank)
+        try:
+            dist.init_process_group(backend, rank=rank, world_size=n, store=store, timeout=timeout)
+            try:
+                results[rank] = fn(rank, *args)
+            finally:
+                dist.destroy_process_group()
+        except BaseException as e:  # noqa: B036 - handed to the caller
+            errors.append(e)
+            _break_meetings(RuntimeError(f"rank {rank} raised {type(e).__name__}: {e}"))
+
+    # Dynamo loads the "tpu" compile backend from its entry point on first use, and two threads
+    # doing that at once both register it ("duplicate name: tpu"): load it here, once.
+    from torch._dynamo.backends.registry import lookup_backend
+    lookup_backend("tpu")
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)
+    _install_threaded_pg()
+    try:
+        threads = [threading.Thread(target=rank_main, args=(r,), name=f"pjrt-rank-{r}") for r in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        _uninstall_threaded_pg()
+        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+        with _meetings_lock:
+            _meetings.clear()
+    if errors:
+        raise errors[0]
+    return results
 
 
 def register():

@@ -1,5 +1,6 @@
 """torch.distributed with tpu tensors: the "pjrt" c10d backend (torch_pjrt.distributed), two
-processes on 127.0.0.1. Every collective on tpu tensors matches gloo's on CPU tensors, DDP on two
+processes on 127.0.0.1 (the host transport) and four ranks as threads of one process on four
+CPU-plugin devices (the device transport). Every collective on tpu tensors matches gloo's on CPU tensors, DDP on two
 ranks matches one process on the whole batch, object collectives and CPU groups keep working,
 and the host transport is counted (scripts/collectives.py); DTensor, FSDP2, tensor parallelism
 and a compiled DDP model on a tpu device mesh match one process on CPU (scripts/parallel.py),
@@ -49,6 +50,16 @@ def _run_ranks(script, world=2, timeout=300, args=(), check_rc=True, **env):
     return outs
 
 
+def _run_threads(script, n=4, timeout=600, **env):
+    """Runs scripts/|script| as |n| ranks in threads of one process with |n| devices; returns each
+    rank's JSON results."""
+    p = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), "--threads", str(n)],
+                       env=child_env(TORCH_PJRT_CPU_DEVICES=n, **env), capture_output=True,
+                       text=True, timeout=timeout)
+    assert p.returncode == 0, f"exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def test_backend_is_registered_for_tpu():
     assert dist.Backend.PJRT == "pjrt"
     assert dist.Backend.default_device_backend_map.get("tpu") == "pjrt"
@@ -65,6 +76,57 @@ def test_collectives_and_ddp_on_two_ranks(backend):
 def test_dtensor_fsdp2_tensor_parallel_and_compiled_ddp(world):
     for rank, res in enumerate(_run_ranks("parallel.py", world=world)):
         _assert_all_true(rank, res)
+
+
+@pytest.mark.parametrize("script", ["collectives.py", "parallel.py"])
+def test_four_ranks_in_one_process_run_on_the_device_transport(script):
+    # Every collective against gloo, DDP, DTensor, FSDP2, tensor parallelism, a compiled DDP model
+    # and functional collectives, with each collective one device program over tpu:0..3.
+    for rank, res in enumerate(_run_threads(script)):
+        res.pop("backend", None)
+        _assert_all_true(rank, res)
+
+
+def test_ranks_in_one_process_can_choose_the_host_transport():
+    for rank, res in enumerate(_run_threads("collectives.py", n=2, TORCH_PJRT_COLLECTIVE_TRANSPORT="host")):
+        res.pop("backend")
+        _assert_all_true(rank, res)
+
+
+_THREADS_FAULT = """
+import json, sys, time
+import torch, torch.distributed as dist, torch_pjrt
+def main(rank, mode):
+    t = torch.ones(3 + (rank if mode == "shape" else 0), device="tpu")
+    if mode == "op" and rank == 1:
+        dist.broadcast(t, 0)
+    elif mode == "raise" and rank == 1:
+        raise ValueError("rank 1 gave up")
+    else:
+        dist.all_reduce(t)
+    dist.all_reduce(t)
+started, res = time.time(), {"raised": False}
+try:
+    torch_pjrt.distributed.run_threads(main, 2, args=(sys.argv[1],))
+except Exception as e:
+    res = {"raised": True, "type": type(e).__name__, "message": str(e)[:500]}
+res["seconds"] = time.time() - started
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("mode", ["shape", "op", "raise"])
+def test_ranks_in_one_process_that_disagree_or_fail_raise_instead_of_hanging(mode):
+    p = subprocess.run([sys.executable, "-c", _THREADS_FAULT, mode], capture_output=True, text=True,
+                       env=child_env(TORCH_PJRT_CPU_DEVICES=2), timeout=120)
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res["raised"] and res["seconds"] < 30, res
+    if mode == "raise":  # the failing rank's own error, not the other's abandoned collective
+        assert res["type"] == "ValueError" and "rank 1 gave up" in res["message"], res
+    else:
+        assert "called different collectives" in res["message"], res
+        assert ("float32[3]" in res["message"] and "float32[4]" in res["message"]) if mode == "shape" \
+            else "broadcast" in res["message"]
 
 
 def _assert_all_true(rank, res):

@@ -1,205 +1,216 @@
-"""One rank of the collectives test: run as WORLD_SIZE processes (RANK, MASTER_ADDR, MASTER_PORT
-set). Each collective on tpu tensors through the default backend is checked against the same
-collective of gloo on CPU tensors; prints one JSON line of results."""
+"""One rank of the collectives test, or all of them. As a process: run as WORLD_SIZE processes
+(RANK, MASTER_ADDR, MASTER_PORT set; the host transport). With --threads N: N ranks as threads of
+one process on tpu:0..N-1 (torch_pjrt.distributed.run_threads; the device transport). Each
+collective on tpu tensors through the default backend is checked against the same collective of
+gloo on CPU tensors; prints one JSON line of results (a list of them, one per rank, for threads)."""
+import copy
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
 
 import torch_pjrt
 
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-backend = os.environ.get("BACKEND") or None  # None: PyTorch picks, per device (tpu: pjrt)
-dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
-cpu_group = dist.new_group(backend="gloo")
-results = {"backend": dist.get_backend_config()}
 
+def main(rank, world, transport):
+    """The checks on this rank, the default process group initialized; |transport| is the one
+    the default group must use."""
+    cpu_group = dist.new_group(backend="gloo")
+    results = {"backend": dist.get_backend_config()}
 
-def data(*shape, seed=0):
-    g = torch.Generator().manual_seed(seed * 100 + rank)
-    return torch.randn(*shape, generator=g)
+    def data(*shape, seed=0):
+        g = torch.Generator().manual_seed(seed * 100 + rank)
+        return torch.randn(*shape, generator=g)
 
+    def check(name, fn):
+        """fn(device, group) -> tensor or list of tensors; tpu through the default group, CPU through
+        gloo."""
+        got, want = fn("tpu", None), fn("cpu", cpu_group)
+        got = [got] if torch.is_tensor(got) else got
+        want = [want] if torch.is_tensor(want) else want
+        ok = all(g.device.type == "tpu" and torch.allclose(g.cpu(), w, atol=1e-6) for g, w in zip(got, want))
+        results[name] = ok
 
-def check(name, fn):
-    """fn(device, group) -> tensor or list of tensors; tpu through the default group, CPU through
-    gloo."""
-    got, want = fn("tpu", None), fn("cpu", cpu_group)
-    got = [got] if torch.is_tensor(got) else got
-    want = [want] if torch.is_tensor(want) else want
-    ok = all(g.device.type == "tpu" and torch.allclose(g.cpu(), w, atol=1e-6) for g, w in zip(got, want))
-    results[name] = ok
+    for op in ("SUM", "MIN", "MAX", "PRODUCT"):
+        def ar(dev, grp, op=op):
+            t = data(3, 4).to(dev)
+            dist.all_reduce(t, op=getattr(dist.ReduceOp, op), group=grp)
+            return t
+        check(f"all_reduce_{op}", ar)
 
-
-for op in ("SUM", "MIN", "MAX", "PRODUCT"):
-    def ar(dev, grp, op=op):
-        t = data(3, 4).to(dev)
-        dist.all_reduce(t, op=getattr(dist.ReduceOp, op), group=grp)
-        return t
-    check(f"all_reduce_{op}", ar)
-
-
-def ar_avg(dev, grp):
-    t = data(5).to(dev)
-    if dev == "cpu":  # gloo has no AVG: the reference is SUM / world
-        dist.all_reduce(t, group=grp)
-        return t / world
-    dist.all_reduce(t, op=dist.ReduceOp.AVG)
-    return t
-
-
-check("all_reduce_AVG", ar_avg)
-
-
-def bc(dev, grp):
-    t = data(6, seed=1).to(dev)
-    dist.broadcast(t, src=1, group=grp)
-    return t
-
-
-check("broadcast", bc)
-
-
-def rd(dev, grp):
-    t = data(4, seed=2).to(dev)
-    dist.reduce(t, dst=0, group=grp)
-    # Only the destination's tensor is defined afterwards (gloo overwrites the others' inputs,
-    # NCCL and this backend leave them).
-    return t if rank == 0 else data(4, seed=2).to(dev)
-
-
-check("reduce", rd)
-
-
-def ag(dev, grp):
-    outs = [torch.empty(3, device=dev) for _ in range(world)]
-    dist.all_gather(outs, data(3, seed=3).to(dev), group=grp)
-    return outs
-
-
-check("all_gather", ag)
-
-
-def agt(dev, grp):
-    out = torch.empty(world * 3, device=dev)
-    dist.all_gather_into_tensor(out, data(3, seed=4).to(dev), group=grp)
-    return out
-
-
-check("all_gather_into_tensor", agt)
-
-
-def rs(dev, grp):
-    out = torch.empty(2, device=dev)
-    dist.reduce_scatter_tensor(out, data(world * 2, seed=5).to(dev), group=grp)
-    return out
-
-
-check("reduce_scatter_tensor", rs)
-
-
-def rsl(dev, grp):
-    out = torch.empty(2, device=dev)
-    ins = [data(2, seed=6 + k).to(dev) for k in range(world)]
-    if dev == "cpu":  # gloo has no list reduce_scatter: the reference is all_reduce, own part
-        for t in ins:
+    def ar_avg(dev, grp):
+        t = data(5).to(dev)
+        if dev == "cpu":  # gloo has no AVG: the reference is SUM / world
             dist.all_reduce(t, group=grp)
-        return ins[rank]
-    dist.reduce_scatter(out, ins)
-    return out
+            return t / world
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        return t
+
+    check("all_reduce_AVG", ar_avg)
+
+    def ar_premul(dev, grp):
+        t = data(5, seed=13).to(dev)
+        if dev == "cpu":  # gloo has no PREMUL_SUM: the reference is SUM of the scaled tensors
+            t.mul_(0.5)
+            dist.all_reduce(t, group=grp)
+            return t
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+        return t
+
+    check("all_reduce_PREMUL_SUM", ar_premul)
+
+    def ar_int(dev, grp):
+        t = (data(7, seed=14) * 100).long().to(dev)
+        dist.all_reduce(t, group=grp)
+        return t
+
+    check("all_reduce_int64", ar_int)
+
+    def bc(dev, grp):
+        t = data(6, seed=1).to(dev)
+        dist.broadcast(t, src=1, group=grp)
+        return t
+
+    check("broadcast", bc)
+
+    def rd(dev, grp):
+        t = data(4, seed=2).to(dev)
+        dist.reduce(t, dst=0, group=grp)
+        # Only the destination's tensor is defined afterwards (gloo overwrites the others' inputs,
+        # NCCL and this backend leave them).
+        return t if rank == 0 else data(4, seed=2).to(dev)
+
+    check("reduce", rd)
+
+    def ag(dev, grp):
+        outs = [torch.empty(3, device=dev) for _ in range(world)]
+        dist.all_gather(outs, data(3, seed=3).to(dev), group=grp)
+        return outs
+
+    check("all_gather", ag)
+
+    def agt(dev, grp):
+        out = torch.empty(world * 3, device=dev)
+        dist.all_gather_into_tensor(out, data(3, seed=4).to(dev), group=grp)
+        return out
+
+    check("all_gather_into_tensor", agt)
+
+    def rs(dev, grp):
+        out = torch.empty(2, device=dev)
+        dist.reduce_scatter_tensor(out, data(world * 2, seed=5).to(dev), group=grp)
+        return out
+
+    check("reduce_scatter_tensor", rs)
+
+    def rsl(dev, grp):
+        out = torch.empty(2, device=dev)
+        ins = [data(2, seed=6 + k).to(dev) for k in range(world)]
+        if dev == "cpu":  # gloo has no list reduce_scatter: the reference is all_reduce, own part
+            for t in ins:
+                dist.all_reduce(t, group=grp)
+            return ins[rank]
+        dist.reduce_scatter(out, ins)
+        return out
+
+    check("reduce_scatter", rsl)
+
+    def a2a(dev, grp):
+        splits = [1 + k for k in range(world)]  # uneven: k + 1 elements to rank k
+        inp = data(sum(splits), seed=7).to(dev)
+        out_splits = [rank + 1] * world
+        out = torch.empty(sum(out_splits), device=dev)
+        dist.all_to_all_single(out, inp, out_splits, splits, group=grp)
+        return out
+
+    check("all_to_all_single", a2a)
+
+    def a2al(dev, grp):
+        ins = [data(2, seed=8 + k).to(dev) for k in range(world)]
+        outs = [torch.empty(2, device=dev) for _ in range(world)]
+        dist.all_to_all(outs, ins, group=grp)
+        return outs
+
+    check("all_to_all", a2al)
+
+    def sr(dev, grp):
+        t = data(4, seed=9).to(dev)
+        if rank == 0:
+            dist.send(t, dst=1, group=grp)
+        elif rank == 1:
+            dist.recv(t, src=0, group=grp)
+        return t
+
+    check("send_recv", sr)
+
+    def gth(dev, grp):
+        t = data(3, seed=11).to(dev)
+        outs = [torch.empty(3, device=dev) for _ in range(world)] if rank == 0 else None
+        dist.gather(t, outs, dst=0, group=grp)
+        return outs if rank == 0 else t
+
+    check("gather", gth)
+
+    def sct(dev, grp):
+        out = torch.empty(3, device=dev)
+        ins = [data(3, seed=12 + k).to(dev) for k in range(world)] if rank == 1 else None
+        dist.scatter(out, ins, src=1, group=grp)
+        return out
+
+    check("scatter", sct)
+
+    def asy(dev, grp):
+        t = data(3, seed=10).to(dev)
+        w = dist.all_reduce(t, group=grp, async_op=True)
+        w.wait()
+        return t
+
+    check("async_all_reduce", asy)
+
+    dist.barrier()
+    results["transport"] = torch_pjrt.distributed.transport() == transport
+    results["transport_counted"] = torch_pjrt.stats()["collectives"].get(transport, {}).get("allreduce", 0) > 0
+    results["objects"] = None
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank})
+    results["objects"] = [o["rank"] for o in objs] == list(range(world))
+
+    # DDP: two ranks on halves of a batch match one process on the whole batch.
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    init = torch.Generator().manual_seed(0)  # not the global generator: ranks may be threads
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=init) * 0.3)
+    ref = copy.deepcopy(net)
+    ddp = torch.nn.parallel.DistributedDataParallel(net.to("tpu"))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(42)
+    for _ in range(3):
+        x, y = torch.randn(4 * world, 6, generator=g), torch.randn(4 * world, 1, generator=g)
+        part = slice(4 * rank, 4 * rank + 4)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x[part].to("tpu")), y[part].to("tpu")).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        torch.nn.functional.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+    results["ddp"] = all(torch.allclose(p.detach().cpu(), q.detach(), atol=1e-5)
+                         for p, q in zip(ddp.module.parameters(), ref.parameters()))
+    return results
 
 
-check("reduce_scatter", rsl)
-
-
-def a2a(dev, grp):
-    splits = [1 + k for k in range(world)]  # uneven: k + 1 elements to rank k
-    inp = data(sum(splits), seed=7).to(dev)
-    out_splits = [rank + 1] * world
-    out = torch.empty(sum(out_splits), device=dev)
-    dist.all_to_all_single(out, inp, out_splits, splits, group=grp)
-    return out
-
-
-check("all_to_all_single", a2a)
-
-
-def a2al(dev, grp):
-    ins = [data(2, seed=8 + k).to(dev) for k in range(world)]
-    outs = [torch.empty(2, device=dev) for _ in range(world)]
-    dist.all_to_all(outs, ins, group=grp)
-    return outs
-
-
-check("all_to_all", a2al)
-
-
-def sr(dev, grp):
-    t = data(4, seed=9).to(dev)
-    if rank == 0:
-        dist.send(t, dst=1, group=grp)
-    elif rank == 1:
-        dist.recv(t, src=0, group=grp)
-    return t
-
-
-check("send_recv", sr)
-
-
-def gth(dev, grp):
-    t = data(3, seed=11).to(dev)
-    outs = [torch.empty(3, device=dev) for _ in range(world)] if rank == 0 else None
-    dist.gather(t, outs, dst=0, group=grp)
-    return outs if rank == 0 else t
-
-
-check("gather", gth)
-
-
-def sct(dev, grp):
-    out = torch.empty(3, device=dev)
-    ins = [data(3, seed=12 + k).to(dev) for k in range(world)] if rank == 1 else None
-    dist.scatter(out, ins, src=1, group=grp)
-    return out
-
-
-check("scatter", sct)
-
-
-def asy(dev, grp):
-    t = data(3, seed=10).to(dev)
-    w = dist.all_reduce(t, group=grp, async_op=True)
-    w.wait()
-    return t
-
-
-check("async_all_reduce", asy)
-
-dist.barrier()
-results["host_transport_counted"] = torch_pjrt.stats()["collectives"].get("host", {}).get("allreduce", 0) > 0
-results["objects"] = None
-objs = [None] * world
-dist.all_gather_object(objs, {"rank": rank})
-results["objects"] = [o["rank"] for o in objs] == list(range(world))
-
-# DDP: two ranks on halves of a batch match one process on the whole batch.
-torch.manual_seed(0)
-net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
-ref = __import__("copy").deepcopy(net)
-ddp = torch.nn.parallel.DistributedDataParallel(net.to("tpu"))
-opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
-g = torch.Generator().manual_seed(42)
-for _ in range(3):
-    x, y = torch.randn(4 * world, 6, generator=g), torch.randn(4 * world, 1, generator=g)
-    part = slice(4 * rank, 4 * rank + 4)
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(ddp(x[part].to("tpu")), y[part].to("tpu")).backward()
-    opt.step()
-    ref_opt.zero_grad()
-    torch.nn.functional.mse_loss(ref(x), y).backward()
-    ref_opt.step()
-results["ddp"] = all(torch.allclose(p.detach().cpu(), q.detach(), atol=1e-5)
-                     for p, q in zip(ddp.module.parameters(), ref.parameters()))
-dist.destroy_process_group()
-print(json.dumps(results))
+if __name__ == "__main__":
+    backend = os.environ.get("BACKEND") or None  # None: PyTorch picks, per device (tpu: pjrt)
+    if sys.argv[1:2] == ["--threads"]:
+        n = int(sys.argv[2])
+        transport = os.environ.get("TORCH_PJRT_COLLECTIVE_TRANSPORT", "device")
+        print(json.dumps(torch_pjrt.distributed.run_threads(main, n, args=(n, transport), backend=backend)))
+    else:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world)
+        results = main(rank, world, "host")
+        dist.destroy_process_group()
+        print(json.dumps(results))

@@ -1,10 +1,13 @@
-"""One rank of the parallelism test (run as WORLD_SIZE processes, RANK, MASTER_ADDR, MASTER_PORT
-set): DTensor on a tpu device mesh, FSDP2's fully_shard, tensor parallelism, a compiled DDP
+"""One rank of the parallelism test, or all of them: as WORLD_SIZE processes (RANK, MASTER_ADDR,
+MASTER_PORT set; the host transport) or, with --threads N, N ranks as threads of one process on
+tpu:0..N-1 (the device transport). DTensor on a tpu device mesh, FSDP2's fully_shard, tensor parallelism, a compiled DDP
 model and functional collectives (eager and compiled), each against the same computation in one
-process on CPU. Prints one JSON line."""
+process on CPU. Prints one JSON line (a list, one per rank,
+for threads)."""
 import copy
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -14,94 +17,101 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-import torch_pjrt  # noqa: F401  registers tpu and its c10d backend
-
-rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-dist.init_process_group(init_method="env://", rank=rank, world_size=world)
-mesh = init_device_mesh("tpu", (world,))
-results = {}
+import torch_pjrt  # registers tpu and its c10d backend
 
 
-def close(a, b, tol=1e-5):
-    return torch.allclose(a.detach().cpu(), b.detach(), atol=tol, rtol=tol)
+def main(rank, world):
+    mesh = init_device_mesh("tpu", (world,))
+    results = {}
 
+    def close(a, b, tol=1e-5):
+        return torch.allclose(a.detach().cpu(), b.detach(), atol=tol, rtol=tol)
 
-def mlp():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    def mlp():
+        net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+        init = torch.Generator().manual_seed(0)  # not the global generator: ranks may be threads
+        with torch.no_grad():
+            for p in net.parameters():
+                p.copy_(torch.randn(p.shape, generator=init) * 0.3)
+        return net
 
+    def batches(n=2):
+        g = torch.Generator().manual_seed(1)
+        return [(torch.randn(4 * world, 6, generator=g), torch.randn(4 * world, 4, generator=g)) for _ in range(n)]
 
-def batches(n=2):
-    g = torch.Generator().manual_seed(1)
-    return [(torch.randn(4 * world, 6, generator=g), torch.randn(4 * world, 4, generator=g)) for _ in range(n)]
+    def reference():
+        ref = mlp()
+        opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        for x, y in batches():
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(ref(x), y).backward()
+            opt.step()
+        return ref
 
+    REF = reference()
+    MINE = slice(4 * rank, 4 * rank + 4)
 
-def reference():
-    ref = mlp()
-    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    # DTensor: shard, redistribute, gather back.
+    full = torch.arange(24.).reshape(4, 6)
+    d = distribute_tensor(full.to("tpu"), mesh, [Shard(0)])
+    results["dtensor_shard"] = d.to_local().device.type == "tpu" and tuple(d.to_local().shape) == (4 // world, 6)
+    results["dtensor_redistribute"] = torch.equal(d.redistribute(mesh, [Replicate()]).to_local().cpu(), full)
+    results["dtensor_full_tensor"] = torch.equal(d.full_tensor().cpu(), full)
+    results["dtensor_sum"] = torch.equal((d * 2).sum().full_tensor().cpu(), (full * 2).sum())
+
+    # FSDP2: each layer and the root sharded; every rank trains on its part of the batch.
+    model = mlp().to("tpu")
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for x, y in batches():
         opt.zero_grad()
-        torch.nn.functional.mse_loss(ref(x), y).backward()
+        torch.nn.functional.mse_loss(model(x[MINE].to("tpu")), y[MINE].to("tpu")).backward()
         opt.step()
-    return ref
+    results["fsdp2"] = all(close(p.full_tensor(), q) for p, q in zip(model.parameters(), REF.parameters()))
+
+    # Tensor parallel: the first Linear split by columns, the second by rows; every rank sees the
+    # whole batch, as in one process.
+    tp = parallelize_module(mlp().to("tpu"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    opt = torch.optim.SGD(tp.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(tp(x.to("tpu")), y.to("tpu")).backward()
+        opt.step()
+    results["tensor_parallel"] = all(close(p.full_tensor(), q) for p, q in zip(tp.parameters(), REF.parameters()))
+
+    # A compiled DDP model.
+    ddp = torch.nn.parallel.DistributedDataParallel(mlp().to("tpu"))
+    compiled = torch.compile(ddp, backend="tpu")
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for x, y in batches():
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(compiled(x[MINE].to("tpu")), y[MINE].to("tpu")).backward()
+        opt.step()
+    results["compiled_ddp"] = all(close(p, q) for p, q in zip(ddp.module.parameters(), REF.parameters()))
+
+    # Functional collectives, eager and inside a compiled function (which splits around them).
+    t = torch.full((3,), float(rank + 1), device="tpu")
+    results["funcol_eager"] = torch.equal(funcol.all_reduce(t, "sum", dist.group.WORLD).cpu(),
+                                          torch.full((3,), world * (world + 1) / 2))
+
+    def f(x):
+        y = funcol.all_reduce(x * 2, "sum", dist.group.WORLD)
+        return funcol.all_gather_single(y + 1, 0, dist.group.WORLD).sum()
+
+    results["funcol_compiled"] = torch.equal(torch.compile(f, backend="tpu")(t).cpu(), f(t).cpu())
+    return results
 
 
-REF = reference()
-MINE = slice(4 * rank, 4 * rank + 4)
-
-# DTensor: shard, redistribute, gather back.
-full = torch.arange(24.).reshape(4, 6)
-d = distribute_tensor(full.to("tpu"), mesh, [Shard(0)])
-results["dtensor_shard"] = d.to_local().device.type == "tpu" and tuple(d.to_local().shape) == (4 // world, 6)
-results["dtensor_redistribute"] = torch.equal(d.redistribute(mesh, [Replicate()]).to_local().cpu(), full)
-results["dtensor_full_tensor"] = torch.equal(d.full_tensor().cpu(), full)
-results["dtensor_sum"] = torch.equal((d * 2).sum().full_tensor().cpu(), (full * 2).sum())
-
-# FSDP2: each layer and the root sharded; every rank trains on its part of the batch.
-model = mlp().to("tpu")
-for layer in model:
-    if isinstance(layer, torch.nn.Linear):
-        fully_shard(layer, mesh=mesh)
-fully_shard(model, mesh=mesh)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for x, y in batches():
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(model(x[MINE].to("tpu")), y[MINE].to("tpu")).backward()
-    opt.step()
-results["fsdp2"] = all(close(p.full_tensor(), q) for p, q in zip(model.parameters(), REF.parameters()))
-
-# Tensor parallel: the first Linear split by columns, the second by rows; every rank sees the
-# whole batch, as in one process.
-tp = parallelize_module(mlp().to("tpu"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
-opt = torch.optim.SGD(tp.parameters(), lr=0.1)
-for x, y in batches():
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(tp(x.to("tpu")), y.to("tpu")).backward()
-    opt.step()
-results["tensor_parallel"] = all(close(p.full_tensor(), q) for p, q in zip(tp.parameters(), REF.parameters()))
-
-# A compiled DDP model.
-ddp = torch.nn.parallel.DistributedDataParallel(mlp().to("tpu"))
-compiled = torch.compile(ddp, backend="tpu")
-opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-for x, y in batches():
-    opt.zero_grad()
-    torch.nn.functional.mse_loss(compiled(x[MINE].to("tpu")), y[MINE].to("tpu")).backward()
-    opt.step()
-results["compiled_ddp"] = all(close(p, q) for p, q in zip(ddp.module.parameters(), REF.parameters()))
-
-# Functional collectives, eager and inside a compiled function (which splits around them).
-t = torch.full((3,), float(rank + 1), device="tpu")
-results["funcol_eager"] = torch.equal(funcol.all_reduce(t, "sum", dist.group.WORLD).cpu(),
-                                      torch.full((3,), world * (world + 1) / 2))
-
-
-def f(x):
-    y = funcol.all_reduce(x * 2, "sum", dist.group.WORLD)
-    return funcol.all_gather_single(y + 1, 0, dist.group.WORLD).sum()
-
-
-results["funcol_compiled"] = torch.equal(torch.compile(f, backend="tpu")(t).cpu(), f(t).cpu())
-
-dist.destroy_process_group()
-print(json.dumps(results))
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--threads"]:
+        n = int(sys.argv[2])
+        print(json.dumps(torch_pjrt.distributed.run_threads(main, n, args=(n,))))
+    else:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        dist.init_process_group(init_method="env://", rank=rank, world_size=world)
+        results = main(rank, world)
+        dist.destroy_process_group()
+        print(json.dumps(results))

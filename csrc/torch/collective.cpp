@@ -1,0 +1,64 @@
+// torch_pjrt._C.collective: the device transport of the c10d backend (python/torch_pjrt/
+// distributed.py) hands one collective of every participant, each tensor on a device of its own,
+// to the C executor (exec/collective.h), which runs it as one replicated program. See glue.h.
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+#include <vector>
+
+#include "torch/glue.h"
+
+extern "C" {
+#include "exec/collective.h"
+}
+
+namespace tp_glue {
+namespace {
+
+template <typename T, size_t N>
+T pick(const std::string& name, const char* const (&names)[N], const char* what) {
+  for (size_t i = 0; i < N; i++)
+    if (name == names[i]) return static_cast<T>(i);
+  TORCH_CHECK(false, "tpu collective: unknown ", what, " '", name, "'");
+}
+
+// Same order as tp_coll_kind_t and tp_coll_op_t.
+const char* const kKinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter",
+                              "all_to_all"};
+const char* const kOps[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"};
+
+void collective(const std::string& kind, const std::string& op, int root,
+                const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
+              "tpu collective: one input and one output per participant");
+  std::vector<tp_view_t> in(inputs.size()), out(outputs.size());
+  for (size_t r = 0; r < inputs.size(); r++) {
+    TORCH_CHECK(inputs[r].is_privateuseone() && outputs[r].is_privateuseone(),
+                "tpu collective: participant ", r, "'s tensors are not on tpu");
+    in[r] = view_or_throw(inputs[r], "collective input");
+    out[r] = view_or_throw(outputs[r], "collective output");
+  }
+  tp_collective_t c{};
+  c.kind = pick<tp_coll_kind_t>(kind, kKinds, "collective");
+  c.op = pick<tp_coll_op_t>(op, kOps, "reduction");
+  c.root = root;
+  c.n = static_cast<int>(inputs.size());
+  c.inputs = in.data();
+  c.outputs = out.data();
+  tp_status_t* st;
+  {
+    py::gil_scoped_release no_gil;  // a compile can take a while; other ranks' threads wait
+    st = tp_exec_collective(&c);
+  }
+  check(st);
+}
+
+}  // namespace
+
+void register_collective(py::module& m) {
+  m.def("collective", &collective, py::arg("kind"), py::arg("op"), py::arg("root"),
+        py::arg("inputs"), py::arg("outputs"),
+        "Runs one collective over participants' tpu tensors, each on a device of its own.");
+}
+
+}  // namespace tp_glue
