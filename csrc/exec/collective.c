@@ -26,8 +26,16 @@ typedef struct {
   tp_coll_op_t op;
   int root, n;
   tp_dtype_t dtype; /* the buffers' (a complex tensor's parts) */
-  int64_t m;
+  int64_t m, out_m; /* elements per input and per output */
+  int reuse; /* REUSE_*: which buffer the result is written into */
 } program_t;
+
+/* Where the result goes. A fresh result buffer costs as much as the collective itself at large
+ * sizes (the host allocator maps new pages), so the program writes into a buffer the call is
+ * done with, donated: the input's, when the output replaces it (in place, or a temporary), or the
+ * output storage's current buffer, passed as a second, unread parameter. The choice is part of
+ * the program, so it must hold on every participant; otherwise the result is fresh. */
+enum { REUSE_NONE, REUSE_INPUT, REUSE_OUTPUT };
 
 /* The elementwise combination of |op| on a view of |dt|, or an error naming what is missing. */
 static tp_status_t *combiner(tp_dtype_t dt, tp_coll_op_t op, tp_hlo_binary_t *out) {
@@ -98,7 +106,8 @@ static tp_status_t *build(void *ctx, char **out_text) {
   const program_t *p = c->p;
   tp_hlo_builder_t *b = NULL;
   TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
-  tp_hlo_value_t x = tp_hlo_param(b, p->dtype, 1, &p->m, -1), y;
+  tp_hlo_value_t x = tp_hlo_param(b, p->dtype, 1, &p->m, p->reuse == REUSE_INPUT ? 0 : -1), y;
+  if (p->reuse == REUSE_OUTPUT) tp_hlo_param(b, p->dtype, 1, &p->out_m, 0);
   switch (p->kind) {
     case TP_COLL_ALL_REDUCE:
     case TP_COLL_REDUCE_SCATTER:
@@ -173,7 +182,9 @@ static tp_status_t *plan(const tp_collective_t *c, program_t *p, int *devices,
   p->root = c->kind == TP_COLL_BROADCAST ? c->root : 0;
   p->n = c->n;
   p->dtype = tp_dtype_storage(in0->dtype);
-  p->m = k * (int64_t)(tp_dtype_size(in0->dtype) / tp_dtype_size(p->dtype));
+  int64_t parts = (int64_t)(tp_dtype_size(in0->dtype) / tp_dtype_size(p->dtype));
+  p->m = k * parts;
+  p->out_m = tp_view_numel(&c->outputs[0]) * parts;
   return NULL;
 }
 
@@ -209,6 +220,15 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
       st = tp_eager_temp_storage(devices[r], out_v[r].dtype, &c->outputs[r], &temp_out[r], &out_v[r]);
   }
   if (!st) {
+    tp_exec_lock();
+    int can_in = 0, can_out = 0;
+    for (int r = 0; r < n; r++) {
+      tp_storage_t *i = in_v[r].storage, *o = out_v[r].storage;
+      can_in += (temp_in[r] || i == o) && p.m == p.out_m;
+      can_out += o != i && tp_storage_buffer(o) && tp_storage_buffer_dtype(o) == p.dtype &&
+                 tp_storage_buffer_numel(o) == p.out_m;
+    }
+    p.reuse = can_in == n ? REUSE_INPUT : can_out == n ? REUSE_OUTPUT : REUSE_NONE;
     tp_key_t key = {0};
     tp_key_put(&key, "tp-collective", 13);
     tp_key_put(&key, &p, sizeof(p));
@@ -217,7 +237,6 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
     snprintf(what, sizeof(what), "%s(%d devices)", kKindNames[p.kind], n);
     tp_exec_origin_t origin = {what, c->inputs, 1};
     build_ctx_t ctx = {&p, combine};
-    tp_exec_lock();
     tp_executable_t *exe = NULL;
     bool compiled;
     if (key.failed) st = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
@@ -226,21 +245,23 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
           tp_exec_program_replicated(key.data, key.len, tp_hash_bytes(key.data, key.len, 0), build,
                                      &ctx, &origin, n, devices, &exe, &compiled),
           "compiling %s", what);
-    PJRT_Buffer *args[MAX_PARTICIPANTS], *results[MAX_PARTICIPANTS] = {NULL};
-    for (int r = 0; r < n && !st; r++) args[r] = tp_storage_buffer(in_v[r].storage);
+    PJRT_Buffer *args[2 * MAX_PARTICIPANTS], *results[MAX_PARTICIPANTS] = {NULL};
+    int n_args = p.reuse == REUSE_OUTPUT ? 2 : 1;
+    for (int r = 0; r < n && !st; r++) {
+      args[r * n_args] = tp_storage_buffer(in_v[r].storage);
+      if (n_args == 2) args[r * n_args + 1] = tp_storage_buffer(out_v[r].storage);
+    }
     if (!st)
       st = tp_executable_execute(exe, &(tp_execute_args_t){.replicas = n,
                                                            .args = args,
-                                                           .n_args = 1,
+                                                           .n_args = (size_t)n_args,
                                                            .out_buffers = results,
                                                            .op_name = kKindNames[p.kind],
                                                            .blocking = tp_exec_blocking(),
                                                            .check_output = -1});
     if (exe) tp_executable_release(exe);
-    int64_t out_m = tp_view_numel(&out_v[0]) *
-                    (int64_t)(tp_dtype_size(out_v[0].dtype) / tp_dtype_size(p.dtype));
     for (int r = 0; r < n; r++)
-      if (results[r]) tp_storage_set_buffer(out_v[r].storage, results[r], p.dtype, out_m);
+      if (results[r]) tp_storage_set_buffer(out_v[r].storage, results[r], p.dtype, p.out_m);
     tp_exec_unlock();
     tp_key_free(&key);
   }
