@@ -1,15 +1,16 @@
 """Collectives on tpu tensors against gloo on CPU tensors, measured in one run.
 
 Bus bandwidth (nccl-tests' definition: all_reduce moves 2(n-1)/n of the buffer per rank,
-all_gather (n-1)/n of the output) of all_reduce and all_gather from 4 KiB to 64 MiB, median of
---reps timed calls after warm-up, for each transport torch_pjrt has and gloo on CPU tensors, on
-2 processes on 127.0.0.1; then DDP training steps/s of a small MLP at 1 and 2 processes. The
-shared machine is noisy: compare the ratios, not the times.
+all_gather (n-1)/n of the output) of all_reduce and all_gather from 4 KiB to 64 MiB, timed as
+nccl-tests do (a few calls back to back, then a device sync; the median of --reps such runs
+after warm-up), for each transport torch_pjrt has and gloo on CPU tensors:
+the device transport on 4 CPU-plugin devices in one process (ranks as threads), the host
+transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes; the same
+4 threads), and the device transport's program alone (one thread driving the 4 devices, no
+ranks meeting: what the transport costs without Python's threads); then DDP training steps/s of a small MLP at 1 and 2 processes and 4 ranks in one
+process. The shared machine is noisy: compare the ratios, not the times.
 
     python bench/collectives.py [--reps 5] [--max-mib 64]
-
-The device transport (collectives as device programs across the devices of one client) is not
-built yet; its rows say so.
 """
 import argparse
 import json
@@ -43,46 +44,95 @@ def _launch(world, argv, timeout=1200):
 
 
 def _worker(args):
+    """One rank of a process launch (RANK, WORLD_SIZE... set): prints its measurements."""
+    import torch.distributed as dist
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(init_method="env://", rank=rank, world_size=world)
+    result = _measure(rank, world, args)
+    dist.destroy_process_group()
+    print(json.dumps(result))
+
+
+def _sizes(args):
+    sizes = [4 << 10]
+    while sizes[-1] < args.max_mib << 20:
+        sizes.append(sizes[-1] * 4)
+    return sizes
+
+
+def _time(run, sync, nbytes, reps):
+    """Seconds per call: back-to-back calls, then |sync|; the median of |reps| runs."""
+    calls = 5 if nbytes < 16 << 20 else 2
+    run()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            run()
+        sync()
+        times.append((time.perf_counter() - t0) / calls)
+    return statistics.median(times)
+
+
+def _bus(coll, nbytes, world, seconds):
+    moved = nbytes * 2 * (world - 1) / world if coll == "all_reduce" else nbytes * (world - 1)
+    return moved / seconds / 1e9
+
+
+def _threads(args):
+    """All ranks as threads of this process, a tpu device each: prints rank 0's measurements,
+    and those of the device programs run from this one thread."""
+    import torch
+    import torch_pjrt
+    from torch_pjrt import _C
+    world = torch.tpu.device_count()
+    result = torch_pjrt.distributed.run_threads(_measure, world, args=(world, args))[0]
+    if args.mode == "bandwidth":
+        for coll in ("all_reduce", "all_gather"):
+            for nbytes in _sizes(args):
+                xs = [torch.ones(nbytes // 4, device=f"tpu:{d}") for d in range(world)]
+                outs = xs if coll == "all_reduce" else \
+                    [torch.empty(world * nbytes // 4, device=f"tpu:{d}") for d in range(world)]
+                t = _time(lambda: _C.collective(coll, "SUM", 0, xs, outs), torch.tpu.synchronize,
+                          nbytes, args.reps)
+                result[f"program|{coll}|{nbytes}"] = _bus(coll, nbytes, world, t)
+                del xs, outs
+    print(json.dumps(result))
+
+
+def _measure(rank, world, args):
     import torch
     import torch.distributed as dist
     import torch_pjrt  # noqa: F401
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group(init_method="env://", rank=rank, world_size=world)
     cpu = dist.new_group(backend="gloo")
-    result = {}
+    result = {"transport": torch_pjrt.distributed.transport()}
     if args.mode == "bandwidth":
-        sizes = [4 << 10]
-        while sizes[-1] < args.max_mib << 20:
-            sizes.append(sizes[-1] * 4)
         for dev, group in (("tpu", None), ("cpu", cpu)):
+            sync = torch.tpu.synchronize if dev == "tpu" else (lambda: None)
             for coll in ("all_reduce", "all_gather"):
-                for nbytes in sizes:
+                for nbytes in _sizes(args):
                     x = torch.ones(nbytes // 4, device=dev)
                     out = torch.empty(world * x.numel(), device=dev)
                     run = (lambda: dist.all_reduce(x, group=group)) if coll == "all_reduce" else \
                           (lambda: dist.all_gather_into_tensor(out, x, group=group))
-                    run()
-                    times = []
-                    for _ in range(args.reps):
-                        dist.barrier(group=cpu)
-                        t0 = time.perf_counter()
-                        run()
-                        if dev == "tpu":
-                            torch.tpu.synchronize()
-                        times.append(time.perf_counter() - t0)
-                    t = statistics.median(times)
-                    moved = nbytes * 2 * (world - 1) / world if coll == "all_reduce" else \
-                        nbytes * world * (world - 1) / world
-                    result[f"{dev}|{coll}|{nbytes}"] = moved / t / 1e9
+                    dist.barrier(group=cpu)
+                    result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world,
+                                                            _time(run, sync, nbytes, args.reps))
+                    del x, out
     else:  # ddp steps/s
-        torch.manual_seed(0)
+        gen = torch.Generator().manual_seed(0)
         net = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+        with torch.no_grad():
+            for p in net.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
         model = net.to("tpu")
         if world > 1:
             model = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        x, y = torch.randn(32, 256, device="tpu"), torch.randn(32, 256, device="tpu")
+        x = torch.randn(32, 256, generator=gen).to("tpu")
+        y = torch.randn(32, 256, generator=gen).to("tpu")
 
         def step():
             opt.zero_grad()
@@ -93,14 +143,24 @@ def _worker(args):
         torch.tpu.synchronize()
         rates = []
         for _ in range(args.reps):
+            dist.barrier(group=cpu)
             t0 = time.perf_counter()
             for _ in range(10):
                 step()
             torch.tpu.synchronize()
             rates.append(10 / (time.perf_counter() - t0))
         result["steps_per_s"] = statistics.median(rates)
-    dist.destroy_process_group()
-    print(json.dumps(result))
+    return result
+
+
+def _launch_threads(n, argv, timeout=1800):
+    out = subprocess.run([sys.executable, __file__, "--threads", *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, timeout=timeout,
+                         env={**os.environ, "TORCH_PJRT_CPU_DEVICES": str(n),
+                              "TORCH_PJRT_QUIET_FALLBACK": "1"})
+    if out.returncode:
+        raise SystemExit(f"the {n}-thread run exited {out.returncode}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -108,25 +168,37 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-mib", type=int, default=64)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--threads", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="bandwidth", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         return _worker(args)
+    if args.threads:
+        return _threads(args)
     common = ["--reps", str(args.reps), "--max-mib", str(args.max_mib)]
+    dev = _launch_threads(4, common + ["--mode", "bandwidth"])
     bw = _launch(2, common + ["--mode", "bandwidth"])
-    sizes = sorted({int(k.split("|")[2]) for k in bw})
-    print("bus bandwidth, GB/s (median of %d), 2 processes on 127.0.0.1" % args.reps)
-    print(f"{'collective':<11} {'size':>9}  {'device':>7} {'host':>7} {'gloo':>7}  {'host/gloo':>9}")
+    assert dev["transport"] == "device" and bw["transport"] == "host", (dev["transport"], bw["transport"])
+    sizes = sorted({int(k.split("|")[2]) for k in bw if k.count("|") == 2})
+    print(f"bus bandwidth, GB/s (median of {args.reps}): device = torch_pjrt's device transport, "
+          "4 devices in one process; host = its host transport, 2 processes; gloo = gloo on CPU "
+          "tensors, 2 processes; gloo4 = gloo on CPU tensors, the same 4 threads; program = the "
+          "device transport's program alone, one thread driving the 4 devices")
+    print(f"{'collective':<11} {'size':>7}  {'device':>8} {'host':>8} {'gloo':>8} {'gloo4':>8} "
+          f"{'program':>8}  {'device/gloo':>11} {'device/gloo4':>12} {'host/gloo':>9}")
     for coll in ("all_reduce", "all_gather"):
         for n in sizes:
-            host, gloo = bw[f"tpu|{coll}|{n}"], bw[f"cpu|{coll}|{n}"]
+            d, h, g, g4, p = (dev[f"tpu|{coll}|{n}"], bw[f"tpu|{coll}|{n}"], bw[f"cpu|{coll}|{n}"],
+                              dev[f"cpu|{coll}|{n}"], dev[f"program|{coll}|{n}"])
             size = f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-            print(f"{coll:<11} {size:>9}  {'n/a':>7} {host:7.3f} {gloo:7.3f}  {host / gloo:9.2f}")
-    print("device transport: not built yet (collectives as device programs); n/a above")
-    one = _launch(1, common + ["--mode", "ddp"])["steps_per_s"]
-    two = _launch(2, common + ["--mode", "ddp"])["steps_per_s"]
-    print(f"DDP MLP steps/s on tpu (host transport): 1 process {one:.1f}, 2 processes {two:.1f} "
-          f"(2/1: {two / one:.2f})")
+            print(f"{coll:<11} {size:>7}  {d:8.3f} {h:8.3f} {g:8.3f} {g4:8.3f} {p:8.3f}  "
+                  f"{d / g:11.2f} {d / g4:12.2f} {h / g:9.2f}")
+    one = _launch(1, common + ["--mode", "ddp"])
+    two = _launch(2, common + ["--mode", "ddp"])
+    four = _launch_threads(4, common + ["--mode", "ddp"])
+    print(f"DDP MLP steps/s on tpu: 1 process {one['steps_per_s']:.1f}; 2 processes "
+          f"({two['transport']} transport) {two['steps_per_s']:.1f}; 4 ranks in one process "
+          f"({four['transport']} transport) {four['steps_per_s']:.1f}")
 
 
 if __name__ == "__main__":

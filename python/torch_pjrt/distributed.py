@@ -183,13 +183,22 @@ class _Meeting:
             if call["left"] == 0:
                 del self.calls[seq]
             if call["error"] is not None:
-                raise type(call["error"])(*call["error"].args)
+                raise _copy_error(call["error"])
             return call["result"]
 
     def breaks(self, why):
         with self.cond:
             self.broken = self.broken or why
             self.cond.notify_all()
+
+
+def _copy_error(e):
+    """|e| for one more rank to raise: a copy of its type where the type allows (every rank
+    raising the one object would tangle their tracebacks), else a RuntimeError saying it."""
+    try:
+        return type(e)(*e.args)
+    except Exception:
+        return RuntimeError(f"{type(e).__name__}: {e}")
 
 
 _meetings = {}
@@ -217,7 +226,9 @@ class _DeviceTransport(ProcessGroupPjrt):
         self._meeting = _meeting(uid, size)
         self._timeout = timeout.total_seconds()
         self._seq = 0
-        self._mail = _meeting(uid + "/mail", size)
+        # send/recv: a second meeting's condition and |calls| serve as the group's mailbox,
+        # (receiver, sender, tag) -> sent snapshots in order.
+        self._mailbox = _meeting(uid + "/mail", size)
 
     def _meet(self, desc, payload, action):
         self._seq += 1
@@ -371,7 +382,7 @@ class _DeviceTransport(ProcessGroupPjrt):
         # In process, a send is a snapshot handed to the receiver, which copies it device to
         # device; the sender does not wait for the receive (as a buffered send).
         _note("device", "send")
-        box = self._mail
+        box = self._mailbox
         with box.cond:
             box.calls.setdefault((dst, self.rank(), tag), collections.deque()).append(
                 [t.detach().clone() for t in tensors])
@@ -380,7 +391,7 @@ class _DeviceTransport(ProcessGroupPjrt):
 
     def recv(self, tensors, src, tag):
         _note("device", "recv")
-        box, key = self._mail, (self.rank(), src, tag)
+        box, key = self._mailbox, (self.rank(), src, tag)
         deadline = time.monotonic() + self._timeout
         with box.cond:
             while not box.calls.get(key):
