@@ -684,7 +684,22 @@ def run_threads(fn, world_size=None, args=(), backend=None, timeout=datetime.tim
     return results
 
 
+def _no_wrapper_for_pjrt(create_wrapper):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL wraps a plugin backend in PyTorch's ProcessGroupWrapper,
+    which asks the backend its name from C++, where PyTorch's binding of Python backends does not
+    forward the call ("getBackendName is not implemented"): every collective then failed. pjrt
+    checks each collective across ranks itself (what the wrapper is for), so it is left
+    unwrapped; other backends are wrapped as before."""
+    def create(wrapped_pg, *args, **kwargs):
+        if isinstance(wrapped_pg, ProcessGroupPjrt):
+            return wrapped_pg
+        return create_wrapper(wrapped_pg, *args, **kwargs)
+    return create
+
+
 def register():
     """Registers the backend once (torch_pjrt's import does it where torch.distributed is built)."""
     if dist.is_available() and not hasattr(dist.Backend, NAME.upper()):
         dist.Backend.register_backend(NAME, _create, devices=["tpu"])
+        c10d = dist.distributed_c10d
+        c10d._create_process_group_wrapper = _no_wrapper_for_pjrt(c10d._create_process_group_wrapper)

@@ -145,6 +145,14 @@ def test_ranks_calling_different_collectives_raise_instead_of_hanging(mode):
             else "broadcast" in res["message"]
 
 
+def test_torch_distributed_debug_detail_works_and_still_names_a_mismatch():
+    # DETAIL wraps plugin backends in PyTorch's ProcessGroupWrapper, which cannot ask a Python
+    # backend its name: every collective failed. pjrt is left unwrapped; its own check names the
+    # mismatch.
+    for res in _run_ranks("faulty_rank.py", args=("shape",), timeout=120, TORCH_DISTRIBUTED_DEBUG="DETAIL"):
+        assert res["raised"] and "float32[3]" in res["message"] and "float32[4]" in res["message"], res
+
+
 def test_a_killed_rank_makes_the_other_raise():
     survivor, killed = _run_ranks("faulty_rank.py", args=("kill",), timeout=120, check_rc=False)
     assert killed is None  # rank 1 exited without a word
