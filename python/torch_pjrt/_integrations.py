@@ -1,4 +1,5 @@
-"""Libraries that pick their device from a fixed list: Hugging Face Accelerate.
+"""Libraries that pick their device from a fixed list: Hugging Face Accelerate, and PyTorch's
+own FlexAttention.
 
 Accelerate's PartialState.default_device checks MPS, MLU, SDAA, MUSA, NPU, HPU, CUDA, XPU and
 Neuron by name and otherwise answers "cpu", so Accelerator() and the Trainer (which trains on
@@ -8,6 +9,12 @@ default_device learns the last step of that list: "tpu" where Accelerate would a
 the device is available. An explicit cpu=True (TrainingArguments(use_cpu=True)) or
 ACCELERATE_TORCH_DEVICE is still obeyed: only the fallback answer changes. The files Accelerate
 installed are not touched; the property is wrapped in memory when the module loads.
+
+torch.nn.attention.flex_attention refuses any device outside {cuda, cpu, xpu, hpu, mps} before it
+runs (its _validate_device: "TODO: Remove once non cuda/cpu devices support is added"), yet what
+it runs on tpu is ordinary: eagerly, the higher-order op's reference implementation in ATen ops;
+compiled (TorchTitan wraps it in torch.compile), a graph this backend compiles like any other.
+The check learns to let tpu tensors through; every other device gets PyTorch's answer.
 """
 import importlib.abc
 import importlib.util
@@ -31,6 +38,19 @@ def _teach_accelerate(state):
     default_device._tpu_aware = True
     default_device.__doc__ = plain.__doc__
     cls.default_device = property(default_device)
+
+
+def _teach_flex_attention(flex):
+    plain = flex._validate_device
+    if getattr(plain, "_tpu_aware", False):
+        return
+
+    def _validate_device(query, key, value):
+        if query.device.type != "tpu":
+            plain(query, key, value)
+
+    _validate_device._tpu_aware = True
+    flex._validate_device = _validate_device
 
 
 class _OnImport(importlib.abc.MetaPathFinder):
@@ -60,7 +80,8 @@ class _OnImport(importlib.abc.MetaPathFinder):
 
 
 def install():
-    hooks = {"accelerate.state": _teach_accelerate}
+    hooks = {"accelerate.state": _teach_accelerate,
+             "torch.nn.attention.flex_attention": _teach_flex_attention}
     for name, hook in list(hooks.items()):
         if name in sys.modules:  # already imported: teach it now
             hook(sys.modules[name])

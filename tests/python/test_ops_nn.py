@@ -115,3 +115,31 @@ def test_masked_softmax():
         for m, mask_type in ((mask, 0), (pad, 1)):
             assert_same(torch._masked_softmax(x.to(DEVICE), m.to(DEVICE), 3, mask_type),
                         torch._masked_softmax(x, m, 3, mask_type), equal_nan=True)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_flex_attention_runs_on_tpu_and_matches_a_float64_reference(compiled):
+    # PyTorch's FlexAttention refused every device outside its own list ("only supported on
+    # CUDA, CPU, HPU, or MPS"); TorchTitan's models call it, compiled. A score_mod and a causal
+    # block mask, forward and backward (CPU has no FlexAttention backward to compare with).
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    B, H, S, D = 2, 4, 32, 16
+    q, k, v = (make((B, H, S, D), torch.float32, seed=i) for i in range(3))
+
+    def bias(score, b, h, qi, ki):
+        return score + (qi - ki) * 0.01
+
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, B, H, S, S, device=DEVICE)
+    fn = torch.compile(flex_attention, backend="tpu") if compiled else flex_attention
+    qt, kt, vt = (t.to(DEVICE).requires_grad_() for t in (q, k, v))
+    torch_pjrt.reset_stats()
+    with torch_pjrt.strict():
+        out = fn(qt, kt, vt, score_mod=bias, block_mask=mask)
+        out.sum().backward()
+    i = torch.arange(S)
+    qr, kr, vr = (t.double().requires_grad_() for t in (q, k, v))
+    scores = qr @ kr.transpose(-1, -2) / D ** 0.5 + (i[:, None] - i[None, :]) * 0.01
+    want = scores.masked_fill(i[:, None] < i[None, :], float("-inf")).softmax(-1) @ vr
+    want.sum().backward()
+    for got, ref in ((out, want), (qt.grad, qr.grad), (kt.grad, kr.grad), (vt.grad, vr.grad)):
+        torch.testing.assert_close(got.detach().cpu().double(), ref.detach(), atol=1e-5, rtol=1e-5)
