@@ -16,7 +16,7 @@ CORE_LIB := build/core/libtpcore.a
 CFLAGS_TEST := -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Wno-unused-parameter -Icsrc -DGOLDEN_DIR=\"$(CURDIR)/tests/c/golden\"
 C_TESTS := $(patsubst tests/c/%.c,build/ctest/%,$(wildcard tests/c/*_test.c))
 
-.PHONY: setup core build demo test test-c test-python bench compat-ops compat-modules compat-models clean
+.PHONY: setup core build demo test test-c test-python bench titan compat-ops compat-modules compat-models clean
 
 setup: $(VENV)/.installed
 
@@ -64,6 +64,13 @@ bench: build
 	$(PY) bench/eager_overhead.py
 	$(PY) bench/ops.py
 	$(PY) bench/collectives.py
+
+# TorchTitan's llama3 debug model for TITAN_ARGS (default 300 steps) on 2 processes: tpu eager, tpu
+# compiled and CPU from one seed checkpoint, tokens/s and fallbacks in one table (long: see
+# tools/torchtitan_run.py).
+TITAN_ARGS ?= --steps 300
+titan: build
+	$(PY) tools/torchtitan_run.py $(TITAN_ARGS)
 
 # The full OpInfo sweep (long: run it in shards with --shard i/n and `compat merge` to split it);
 # regenerates COMPAT.md and compat/ops.json, plus compat/nonfinite.json (NaN/inf inputs) and

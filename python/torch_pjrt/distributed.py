@@ -251,7 +251,8 @@ class _DeviceTransport(ProcessGroupPjrt):
         return self._meet(f"{name}(sizes)", value, lambda payloads: list(payloads))
 
     def broadcast(self, tensors, opts):
-        self._run("broadcast", "broadcast", tensors[0], tensors[0], root=opts.rootRank)
+        self._run("broadcast", "broadcast", tensors[0], tensors[0], root=opts.rootRank,
+                  desc=_describe(f"broadcast@{opts.rootRank}", tensors[0]))
         return _done(tensors)
 
     def allreduce(self, tensors, opts):

@@ -322,3 +322,20 @@ def test_masked_fill_with_a_mask_that_broadcasts_self():
         x.clone().masked_fill_(m, 1.0)
     with pytest.raises(RuntimeError):
         x.to(DEVICE).masked_fill_(m.to(DEVICE), 1.0)
+
+
+def test_gather_and_indexing_of_complex_tensors_run_natively():
+    # A RoPE cache is complex64, gathered per position (TorchTitan's llama3 gathers it from an
+    # expanded view every layer); both used to fall back to CPU.
+    c = torch.polar(make((10, 6), torch.float32), make((10, 6), torch.float32, seed=1) * 6)
+    pos = torch.randint(0, 10, (2, 5), generator=torch.Generator().manual_seed(0))
+    mask = make((10, 6), torch.float32, seed=2) > 0
+    expanded = c[None, :, None, :].expand(2, -1, -1, -1)
+    index = pos.view(2, 5, 1, 1).expand(2, 5, 1, 6)
+    for dtype in (torch.complex64, torch.complex128):
+        x, ex = c.to(dtype), expanded.to(dtype)
+        with torch_pjrt.strict():
+            assert_same(torch.gather(ex.to(DEVICE), 1, index.to(DEVICE)), torch.gather(ex, 1, index))
+            assert_same(x.to(DEVICE)[pos.to(DEVICE)], x[pos])
+            assert_same(x.to(DEVICE)[pos.to(DEVICE), 2:4], x[pos, 2:4])
+            assert_same(x.to(DEVICE)[mask.to(DEVICE)], x[mask])
