@@ -139,6 +139,29 @@ class ProcessGroupPjrt(_CBackend):
     def getBackendName(self):
         return NAME
 
+    # The coalesced forms (FSDP's): one call of the plain form per tensor, in order.
+    def allreduce_coalesced(self, tensors, opts):
+        for t in tensors:
+            o = dist.AllreduceOptions()
+            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
+            self.allreduce([t], o)
+        return _done(tensors)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            self.all_gather_single(o, i, opts)
+        return _done(outputs)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
+        for o, i in zip(outputs, inputs):
+            c = dist.ReduceScatterOptions()
+            c.reduceOp, c.timeout = opts.reduceOp, opts.timeout
+            self.reduce_scatter_single(o, i, c)
+        return _done(outputs)
+
+    def allgather_coalesced(self, output_lists, inputs, opts):
+        return self.allgather(output_lists, inputs, opts)
+
 
 class _Meeting:
     """Where the in-process ranks of one group meet for each collective, in call order: each rank
@@ -259,22 +282,15 @@ class _DeviceTransport(ProcessGroupPjrt):
         self._run("allreduce", "all_reduce", tensors[0], tensors[0], opts)
         return _done(tensors)
 
-    def allreduce_coalesced(self, tensors, opts):
-        for t in tensors:
-            o = dist.AllreduceOptions()
-            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
-            self.allreduce([t], o)
-        return _done(tensors)
-
     def reduce(self, tensors, opts):
         t = tensors[0]
         out = t if self.rank() == opts.rootRank else torch.empty_like(t)
         self._run("reduce", "all_reduce", t, out, opts, desc=_describe(f"reduce@{opts.rootRank}", t, opts))
         return _done(tensors)
 
-    def _gathered(self, name, t):
+    def _gathered(self, name, t, desc=None):
         flat = torch.empty(self._size * t.numel(), dtype=t.dtype, device=t.device)
-        self._run(name, "all_gather", t, flat)
+        self._run(name, "all_gather", t, flat, desc=desc)
         return flat.view(self._size, *t.shape)
 
     def allgather(self, output_lists, inputs, opts):
@@ -283,22 +299,14 @@ class _DeviceTransport(ProcessGroupPjrt):
             o.copy_(flat[j])
         return _done(output_lists)
 
-    def allgather_coalesced(self, output_lists, inputs, opts):
-        return self.allgather(output_lists, inputs, opts)
-
     def all_gather_single(self, output, input, opts):
         self._run("all_gather_single", "all_gather", input, output)
         return _done([output])
 
     _allgather_base = all_gather_single
 
-    def all_gather_single_coalesced(self, outputs, inputs, opts):
-        for o, i in zip(outputs, inputs):
-            self.all_gather_single(o, i, opts)
-        return _done(outputs)
-
     def gather(self, output_lists, inputs, opts):
-        flat = self._gathered(f"gather@{opts.rootRank}", inputs[0])
+        flat = self._gathered("gather", inputs[0], _describe(f"gather@{opts.rootRank}", inputs[0]))
         if self.rank() == opts.rootRank:
             for j, o in enumerate(output_lists[0]):
                 o.copy_(flat[j])
@@ -315,13 +323,6 @@ class _DeviceTransport(ProcessGroupPjrt):
         return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
-
-    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
-        for o, i in zip(outputs, inputs):
-            c = dist.ReduceScatterOptions()
-            c.reduceOp, c.timeout = opts.reduceOp, opts.timeout
-            self.reduce_scatter_single(o, i, c)
-        return _done(outputs)
 
     def scatter(self, outputs, input_lists, opts):
         out, root = outputs[0], opts.rootRank
@@ -471,13 +472,6 @@ class _HostTransport(ProcessGroupPjrt):
     def allreduce(self, tensors, opts):
         return self._reduction("allreduce", "all_reduce", self._gloo.allreduce, tensors, opts)
 
-    def allreduce_coalesced(self, tensors, opts):
-        for t in tensors:
-            o = dist.AllreduceOptions()
-            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
-            self.allreduce([t], o)
-        return _done(tensors)
-
     def reduce(self, tensors, opts):
         return self._reduction("reduce", "reduce", self._gloo.reduce, tensors, opts, to_all=False)
 
@@ -501,14 +495,6 @@ class _HostTransport(ProcessGroupPjrt):
         return _done([output])
 
     _allgather_base = all_gather_single
-
-    def all_gather_single_coalesced(self, outputs, inputs, opts):
-        for o, i in zip(outputs, inputs):
-            self.all_gather_single(o, i, opts)
-        return _done(outputs)
-
-    def allgather_coalesced(self, output_lists, inputs, opts):
-        return self.allgather(output_lists, inputs, opts)
 
     def reduce_scatter(self, outputs, input_lists, opts):
         # gloo has no list reduce_scatter: allreduce each rank's input list, keep this rank's.
@@ -537,13 +523,6 @@ class _HostTransport(ProcessGroupPjrt):
         return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
-
-    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
-        for o, i in zip(outputs, inputs):
-            c = dist.ReduceScatterOptions()
-            c.reduceOp, c.timeout = opts.reduceOp, opts.timeout
-            self.reduce_scatter_single(o, i, c)
-        return _done(outputs)
 
     def alltoall(self, outputs, inputs, opts):
         self._agree("all_to_all", inputs[0], shape=False)
