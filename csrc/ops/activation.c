@@ -101,13 +101,10 @@ void tp_emit_activation(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   switch ((tp_activation_t)op->code) {
     case TP_A_GELU: {
       bool tanh_approx = approx_tanh(args, n_args, 1);
+      /* gelu(+inf) is +inf, as PyTorch's own CPU kernel gives. (CPU hands a contiguous float
+       * input of more than one element to oneDNN, whose answer there depends on the machine:
+       * NaN with its AVX-512 kernels, +inf without; copying one machine's was wrong on another.) */
       r = tp_hlo_binary(b, TP_HLO_MUL, x, gelu_cdf_parts(b, x, tanh_approx, NULL));
-      /* CPU hands a contiguous float/bfloat16/half input of more than one element to oneDNN,
-       * whose erf form yields NaN for +inf; its own kernel (double, strided, one element)
-       * yields +inf. */
-      if (!tanh_approx && out_meta->dtype != TP_DTYPE_F64 && args[0].contiguous &&
-          tp_meta_numel(&args[0].meta) > 1)
-        r = tp_hlo_select(b, tp_hlo_unary(b, TP_HLO_IS_POS_INF, x), tp_k(b, NAN, x), r);
       break;
     }
     case TP_A_GELU_BACKWARD: {
