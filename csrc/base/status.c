@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 
 struct tp_status {
   tp_status_code_t code;
@@ -78,4 +79,53 @@ void tp_status_free(tp_status_t *s) {
   if (!s || s == &oom_status) return;
   free(s->message);
   free(s);
+}
+
+/* ---- runtime checks ---- */
+
+/* Registered assertion messages: a small open-addressed table, never shrunk. Past its capacity a
+ * message is not kept and its failure reads as an assertion without one. */
+enum { CHECK_SLOTS = 4096 };
+static struct {
+  int32_t code;
+  char *message;
+} checks[CHECK_SLOTS];
+static pthread_mutex_t checks_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int32_t tp_check_register(const char *message) {
+  uint32_t h = 2166136261u; /* 32-bit FNV-1a: the same code in every process */
+  for (const unsigned char *p = (const unsigned char *)message; *p; p++) h = (h ^ *p) * 16777619u;
+  int32_t code = (int32_t)(h & 0x7fffffff);
+  if (code <= TP_CHECK_INDEX) code += 2;
+  pthread_mutex_lock(&checks_mu);
+  for (uint32_t i = 0; i < CHECK_SLOTS; i++) {
+    uint32_t at = ((uint32_t)code + i) % CHECK_SLOTS;
+    if (checks[at].code == code) break;
+    if (checks[at].code == 0) {
+      char *m = strdup(message);
+      if (m) checks[at].code = code, checks[at].message = m;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&checks_mu);
+  return code;
+}
+
+tp_status_t *tp_check_status(int32_t code) {
+  if (code == TP_CHECK_NONE) return NULL;
+  if (code == TP_CHECK_INDEX)
+    return tp_make_status(TP_OUT_OF_RANGE,
+                          "index out of range (an index tensor held a value outside the dimension "
+                          "it indexes; values computed from it are unspecified)");
+  const char *message = NULL;
+  pthread_mutex_lock(&checks_mu);
+  for (uint32_t i = 0; i < CHECK_SLOTS && !message; i++) {
+    uint32_t at = ((uint32_t)code + i) % CHECK_SLOTS;
+    if (checks[at].code == 0) break;
+    if (checks[at].code == code) message = checks[at].message;
+  }
+  pthread_mutex_unlock(&checks_mu);
+  /* The table is never shrunk: |message| stays valid. */
+  if (!message) return tp_make_status(TP_FAILED_PRECONDITION, "a device-side assertion failed");
+  return tp_make_status(TP_FAILED_PRECONDITION, "device-side assertion failed: %s", message);
 }

@@ -4,6 +4,8 @@
 #ifndef TP_BASE_STATUS_H_
 #define TP_BASE_STATUS_H_
 
+#include <stdint.h>
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
@@ -46,6 +48,16 @@ tp_status_t *tp_status_annotate(tp_status_t *s, const char *fmt, ...)
 /* Keeps the first error and frees the second: for cleanup paths. */
 tp_status_t *tp_status_join(tp_status_t *first, tp_status_t *second);
 void tp_status_free(tp_status_t *s);
+
+/* Runtime checks a device program makes (tp_hlo_check): each failure is a code, 0 for none.
+ * TP_CHECK_INDEX is an index out of range (IndexError); any other code is an assertion's message,
+ * registered by tp_check_register. Codes are the same in every process (a hash of the message), so
+ * a program loaded from the disk cache reports the message its op registers when it runs. */
+enum { TP_CHECK_NONE = 0, TP_CHECK_INDEX = 1 };
+/* The code of an assertion failing with |message| (registered for the process's lifetime). */
+int32_t tp_check_register(const char *message);
+/* The error a program reports for |code|; NULL for TP_CHECK_NONE. Caller owns it. */
+tp_status_t *tp_check_status(int32_t code);
 
 #define TP_RETURN_IF_ERROR(expr)      \
   do {                                \

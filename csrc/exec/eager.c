@@ -216,6 +216,7 @@ tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t 
   TP_RETURN_IF_ERROR(tp_op_check_complex(d, a, n_args, NULL, 0));
   TP_RETURN_IF_ERROR(d->infer(d, a, n_args, out_metas, n_out));
   TP_RETURN_IF_ERROR(tp_op_check_complex(d, NULL, 0, out_metas, *n_out));
+  TP_RETURN_IF_ERROR(tp_op_check_text(d, a, n_args));
   for (int i = 0; i < n_args; i++) args[i].arg = a[i]; /* infer may refine arguments */
   return NULL;
 }

@@ -127,6 +127,7 @@ tp_status_t *tp_graph_node(tp_graph_t *g, int op, tp_op_arg_t *args, const int *
   TP_RETURN_IF_ERROR(tp_op_check_complex(d, nd.args, nd.n_args, NULL, 0));
   TP_RETURN_IF_ERROR(d->infer(d, nd.args, nd.n_args, out_metas, n_out));
   TP_RETURN_IF_ERROR(tp_op_check_complex(d, NULL, 0, out_metas, *n_out));
+  TP_RETURN_IF_ERROR(tp_op_check_text(d, nd.args, nd.n_args));
   for (int k = 0; k < *n_out; k++)
     if (out_metas[k].writes_arg)  /* in-place updates have no place in a functional graph */
       return tp_make_status(TP_UNIMPLEMENTED, "%s updates an argument in place", d->name);

@@ -174,12 +174,14 @@ tp_hlo_value_t tp_hlo_param(tp_hlo_builder_t *b, tp_dtype_t dtype, int ndim, con
   return v;
 }
 
-void tp_hlo_check(tp_hlo_builder_t *b, tp_hlo_value_t bad) {
+void tp_hlo_check(tp_hlo_builder_t *b, tp_hlo_value_t bad, tp_hlo_value_t code) {
   if (b->n_loops || !live(b, &bad)) return; /* a loop body's values do not reach `main`'s return */
   int64_t dims[TP_MAX_DIMS];
   for (int i = 0; i < bad.ndim; i++) dims[i] = i;
   tp_hlo_value_t any = tp_hlo_reduce(b, bad, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR, bad.ndim, dims);
-  b->check = b->has_check ? tp_hlo_binary(b, TP_HLO_OR, b->check, any) : any;
+  tp_hlo_value_t hit = tp_hlo_select(b, any, tp_hlo_convert(b, code, TP_DTYPE_I32),
+                                     tp_hlo_constant_i(b, TP_DTYPE_I32, TP_CHECK_NONE));
+  b->check = b->has_check ? tp_hlo_binary(b, TP_HLO_MAX, b->check, hit) : hit;
   b->has_check = true;
 }
 

@@ -59,10 +59,12 @@ void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on);
 void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status);
 bool tp_hlo_ok(const tp_hlo_builder_t *b);
 
-/* Runtime checks. tp_hlo_check records |bad| (pred, any shape; ignored inside a while body): the
- * program's check flag is the OR of every element recorded. tp_hlo_check_flag yields that flag
- * (pred[]) for the caller to return as an extra output; false when nothing was recorded. */
-void tp_hlo_check(tp_hlo_builder_t *b, tp_hlo_value_t bad);
+/* Runtime checks. tp_hlo_check records |bad| (pred, any shape; ignored inside a while body)
+ * failing with |code| (an integer scalar, constant or not; base/status.h's check codes): the
+ * program's check flag is the largest code of the checks any element of whose |bad| is true,
+ * TP_CHECK_NONE when none is. tp_hlo_check_flag yields that flag (s32[]) for the caller to return
+ * as an extra output; false when nothing was recorded. */
+void tp_hlo_check(tp_hlo_builder_t *b, tp_hlo_value_t bad, tp_hlo_value_t code);
 bool tp_hlo_check_flag(tp_hlo_builder_t *b, tp_hlo_value_t *out_flag);
 
 /* Adds a parameter of `main`. alias_output >= 0 donates it to that output (tf.aliasing_output). */

@@ -127,6 +127,14 @@ tp_status_t *tp_op_check_complex(const tp_op_def_t *op, const tp_op_arg_t *args,
   return NULL;
 }
 
+tp_status_t *tp_op_check_text(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args) {
+  for (int i = 0; i < n_args; i++)
+    if (args[i].kind == TP_ARG_STR && args[i].text && strlen(args[i].text) >= sizeof(args[i].s))
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: a string argument longer than %zu bytes",
+                            op->name, sizeof(args[i].s) - 1);
+  return NULL;
+}
+
 tp_dtype_t tp_math_dtype(tp_dtype_t t) {
   return t == TP_DTYPE_BF16 || t == TP_DTYPE_F16 ? TP_DTYPE_F32 : t;
 }

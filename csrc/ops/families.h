@@ -240,6 +240,8 @@ typedef enum { TP_CP_NONZERO, TP_CP_MASKED_SELECT, TP_CP_NONZERO_STATIC } tp_com
             const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out);
 #define TP_DECLARE_OP(infer, emit) TP_DECLARE_INFER(infer) TP_DECLARE_EMIT(emit)
 
+/* check.c */
+TP_DECLARE_OP(tp_infer_assert_async, tp_emit_assert_async)
 /* elementwise.c */
 TP_DECLARE_OP(tp_infer_unary, tp_emit_unary)
 TP_DECLARE_OP(tp_infer_binary, tp_emit_binary)

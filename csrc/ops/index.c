@@ -53,7 +53,8 @@ tp_hlo_value_t tp_emit_checked_index(tp_hlo_builder_t *b, tp_hlo_value_t index, 
   tp_hlo_value_t hi = tp_k(b, (double)n, iv);
   tp_hlo_check(b, tp_hlo_binary(b, TP_HLO_OR,
                                 tp_hlo_compare(b, TP_CMP_LT, iv, tp_k(b, negative_ok ? -(double)n : 0, iv)),
-                                tp_hlo_compare(b, TP_CMP_GE, iv, hi)));
+                                tp_hlo_compare(b, TP_CMP_GE, iv, hi)),
+               tp_hlo_constant_i(b, TP_DTYPE_I32, TP_CHECK_INDEX));
   if (!negative_ok) return iv;
   tp_hlo_value_t neg = tp_hlo_compare(b, TP_CMP_LT, iv, tp_k(b, 0, iv));
   return tp_hlo_select(b, neg, tp_hlo_binary(b, TP_HLO_ADD, iv, hi), iv);

@@ -135,7 +135,7 @@ static tp_hlo_value_t scatter_planes(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_h
   tp_hlo_value_t pl = tp_hlo_iota(b, TP_DTYPE_I64, 2, pd, 0);
   tp_hlo_value_t bad = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, idx, tp_k(b, 0, idx)),
                                      tp_hlo_compare(b, TP_CMP_GE, idx, tp_k(b, (double)plane, idx)));
-  tp_hlo_check(b, bad);
+  tp_hlo_check(b, bad, tp_hlo_constant_i(b, TP_DTYPE_I32, TP_CHECK_INDEX));
   tp_hlo_value_t lin = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, pl, tp_k(b, (double)plane, pl)));
   lin = tp_hlo_select(b, bad, tp_k(b, (double)total, lin), lin);
   lin = tp_hlo_reshape(b, lin, 1, &n);

@@ -46,7 +46,9 @@ typedef struct {
   double fi;           /* SCALAR of a complex type: its imaginary part */
   int n;               /* INTS length */
   int64_t ints[TP_MAX_DIMS];
-  char s[16];          /* STR value, NUL-terminated */
+  char s[16];          /* STR value, NUL-terminated: its first 15 bytes when longer */
+  const char *text;    /* STR value whole (an assertion's message); valid while the call is
+                          inferred only, so infer turns what it needs of it into other kinds */
   tp_dtype_t scalar_dtype; /* SCALAR: the type its program input takes; set by infer */
   bool contiguous;     /* TENSOR: PyTorch's is_contiguous() of the argument (some CPU kernels
                           choose their algorithm, and so their results, by it) */
@@ -168,6 +170,9 @@ int64_t tp_meta_numel(const tp_meta_t *m);
  * representable type) and |op| lacks TP_OPF_COMPLEX: both executors call it around infer. */
 tp_status_t *tp_op_check_complex(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
                                  const tp_meta_t *outs, int n_outs);
+/* UNIMPLEMENTED when infer left a STR of |args| longer than its s holds (only an op that turns
+ * the whole text into another kind of argument takes one): both executors call it after infer. */
+tp_status_t *tp_op_check_text(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args);
 
 #ifdef __cplusplus
 }

@@ -340,33 +340,31 @@ static tp_status_t *injected_fault(const char *op_name) {
 
 /* Starts copying a program's check flag to |dst|. The copy waits for the program, so starting it
  * at enqueue means no round trip is left for the time the program completes. */
-static PJRT_Event *start_check_read(tp_client_t *c, PJRT_Buffer *check, unsigned char *dst,
+static PJRT_Event *start_check_read(tp_client_t *c, PJRT_Buffer *check, int32_t *dst,
                                     tp_status_t **st) {
-  *dst = 0;
+  *dst = TP_CHECK_NONE;
   TP_PJRT_ARGS(PJRT_Buffer_ToHostBuffer_Args, args);
   args.src = check;
   args.dst = dst;
-  args.dst_size = 1;
+  args.dst_size = sizeof(*dst);
   *st = tp_pjrt_status(c->api, c->api->PJRT_Buffer_ToHostBuffer(&args), "read check");
   return *st ? NULL : args.event;
 }
 
-/* Awaits a started check-flag copy and destroys the flag buffer: an error when the flag is set.
- * |started| is the status of starting the copy (its event is then NULL). */
+/* Awaits a started check-flag copy and destroys the flag buffer: the failed check's error when
+ * the flag holds one (base/status.h). |started| is the status of starting the copy (its event is
+ * then NULL). */
 static tp_status_t *finish_check_read(tp_client_t *c, PJRT_Buffer *check, PJRT_Event *read,
-                                      tp_status_t *started, const unsigned char *flag) {
+                                      tp_status_t *started, const int32_t *flag) {
   tp_status_t *st = started;
   if (read) st = tp_pjrt_await(c->api, read, "read check");
   tp_pjrt_buffer_destroy(c->api, check);
-  if (st || !*flag) return st;
-  return tp_make_status(TP_OUT_OF_RANGE,
-                        "index out of range (an index tensor held a value outside the dimension "
-                        "it indexes; values computed from it are unspecified)");
+  return st ? st : tp_check_status(*flag);
 }
 
 static tp_status_t *read_check(tp_client_t *c, PJRT_Buffer *check) {
   if (!check) return NULL;
-  unsigned char flag;
+  int32_t flag;
   tp_status_t *st = NULL;
   PJRT_Event *read = start_check_read(c, check, &flag, &st);
   return finish_check_read(c, check, read, st, &flag);
@@ -447,7 +445,7 @@ void tp_client_track(tp_client_t *c, PJRT_Event *pjrt_event, const char *op_name
   c->pending[k].check_read = NULL;
   if (check) {
     tp_status_t *st = NULL;
-    unsigned char *flag = &c->check_flag[seq % TP_MAX_PENDING];
+    int32_t *flag = &c->check_flag[seq % TP_MAX_PENDING];
     c->pending[k].check_read = start_check_read(c, check, flag, &st);
     if (st) {  /* the flag cannot be read: report that at the next sync, as a failed execution */
       tp_status_annotate(st, "asynchronous error in '%s'", c->pending[k].op);

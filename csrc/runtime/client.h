@@ -63,8 +63,9 @@ tp_status_t *tp_client_synchronize(tp_client_t *c);
 /* Records an execution's completion |event| (ownership passes to the client). |op_name| must be
  * a static string. A failure of that execution is reported by the next synchronizing call
  * (tp_client_synchronize, tp_client_marker_wait, tp_buffer_to_host), naming |op_name|. So is a
- * set |check| flag (the program's pred[] check output, or NULL; ownership passes): an IndexError
- * for an index out of range, as CUDA reports a device-side assert. */
+ * set |check| flag (the program's s32[] check output, or NULL; ownership passes): the failed
+ * check's error (tp_check_status: IndexError for an index out of range, RuntimeError with its
+ * message for an assertion), as CUDA reports a device-side assert. */
 void tp_client_track(tp_client_t *c, PJRT_Event *event, const char *op_name, PJRT_Buffer *check);
 /* For blocking executions: awaits |event| (ownership passes; it is destroyed) and returns
  * that execution's failure, or its set |check| flag, naming |op_name|. */

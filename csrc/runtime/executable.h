@@ -42,7 +42,7 @@ int tp_executable_num_outputs(const tp_executable_t *exe);
  * call waits for completion and returns its error itself. The output at index |check_output|
  * (-1, or the program has no output there: none) is the program's check flag
  * (tp_hlo_check_flag, appended after the data outputs): the client takes it (its out_buffers
- * entry becomes NULL) and reports IndexError the same way when it is set. */
+ * entry becomes NULL) and reports the failed check the same way when it is set. */
 typedef struct {
   int device;
   /* A replicated executable (tp_executable_compile_replicated) runs once on each of its

@@ -55,12 +55,12 @@ struct tp_client {
     const char *op;  /* static string (op table name) */
     uint64_t seq;
     int fault;       /* injected: completes with an error (see tp_client_inject_fault) */
-    PJRT_Buffer *check; /* the program's check flag (pred[]), or NULL */
+    PJRT_Buffer *check; /* the program's check flag (s32[]), or NULL */
     PJRT_Event *check_read; /* its copy to check_flag[seq % TP_MAX_PENDING], started at enqueue */
   } pending[TP_MAX_PENDING];
   /* Copies of the pending check flags. Queued seqs are consecutive, so seq % TP_MAX_PENDING
    * gives each pending entry its own byte; entries move in |pending|, their bytes do not. */
-  unsigned char check_flag[TP_MAX_PENDING];
+  int32_t check_flag[TP_MAX_PENDING];
   int n_pending;
   uint64_t enqueued;   /* executions tracked so far */
   uint64_t completed;  /* all executions with seq <= completed are done */

@@ -248,9 +248,11 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
     a->arg.f = v.toDouble();
   } else if (v.isString()) {
     const std::string& str = v.toStringRef();
-    if (str.size() >= sizeof(a->arg.s)) return false;
+    const size_t n = std::min(str.size(), sizeof(a->arg.s) - 1);
     a->arg.kind = TP_ARG_STR;
-    std::memcpy(a->arg.s, str.c_str(), str.size() + 1);
+    std::memcpy(a->arg.s, str.c_str(), n);
+    a->arg.s[n] = 0;
+    a->arg.text = str.c_str();
   } else if (v.isBoolList()) {
     auto l = v.toBoolList();
     if (l.size() > TP_MAX_DIMS) return false;

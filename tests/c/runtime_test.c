@@ -160,8 +160,10 @@ static void test_injected_fault(tp_client_t *c) {
   free(text);
 }
 
-/* A program's check output (tp_hlo_check): x[i] with i checked against [0, 3); the flag is read
- * at the next synchronizing call (IndexError's code, naming the op), or by a blocking execution. */
+/* A program's check output (tp_hlo_check): x[i] with i checked against [0, 3) (an index check)
+ * and against 2 (an assertion whose code is a program input); the flag is read at the next
+ * synchronizing call (the failed check's code and message, naming the op), or by a blocking
+ * execution. */
 static void test_check_output(tp_client_t *c) {
   tp_hlo_builder_t *b;
   CHECK_OK(tp_hlo_builder_create(&b));
@@ -169,7 +171,10 @@ static void test_check_output(tp_client_t *c) {
   int64_t n = 3;
   tp_hlo_value_t x = tp_hlo_param(b, TP_DTYPE_F32, 1, &n, -1);
   tp_hlo_value_t i = tp_hlo_param(b, TP_DTYPE_I64, 0, NULL, -1);
-  tp_hlo_check(b, tp_hlo_compare(b, TP_CMP_GE, i, tp_hlo_constant_i(b, TP_DTYPE_I64, n)));
+  tp_hlo_value_t code = tp_hlo_param(b, TP_DTYPE_I32, 0, NULL, -1);
+  tp_hlo_check(b, tp_hlo_compare(b, TP_CMP_GE, i, tp_hlo_constant_i(b, TP_DTYPE_I64, n)),
+               tp_hlo_constant_i(b, TP_DTYPE_I32, TP_CHECK_INDEX));
+  tp_hlo_check(b, tp_hlo_compare(b, TP_CMP_EQ, i, tp_hlo_constant_i(b, TP_DTYPE_I64, 2)), code);
   tp_hlo_value_t outs[2] = {tp_hlo_binary(b, TP_HLO_ADD, x, x)};
   CHECK(tp_hlo_check_flag(b, &outs[1]));
   char *text = NULL;
@@ -180,21 +185,27 @@ static void test_check_output(tp_client_t *c) {
   free(text);
   if (!exe) return;
   float a[3] = {1, 2, 3};
-  PJRT_Buffer *bx = NULL;
+  PJRT_Buffer *bx = NULL, *bc = NULL;
   CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &bx));
-  for (int64_t idx = 2; idx <= 3; idx++) {
+  int32_t assertion = tp_check_register("i is not two");
+  CHECK(assertion > TP_CHECK_INDEX && tp_check_register("i is not two") == assertion);
+  CHECK_OK(tp_buffer_from_host(c, 0, &assertion, TP_DTYPE_I32, 0, NULL, &bc));
+  for (int64_t idx = 1; idx <= 3; idx++) {
     for (int blocking = 0; blocking <= 1; blocking++) {
       PJRT_Buffer *bi = NULL, *out[2] = {NULL, NULL};
       CHECK_OK(tp_buffer_from_host(c, 0, &idx, TP_DTYPE_I64, 0, NULL, &bi));
-      PJRT_Buffer *args[2] = {bx, bi};
-      int64_t keep[2] = {0, 1};
-      tp_status_t *st = execute(exe, args, 2, keep, 2, out, "index_select", blocking, 1);
+      PJRT_Buffer *args[3] = {bx, bi, bc};
+      int64_t keep[3] = {0, 1, 2};
+      tp_status_t *st = execute(exe, args, 3, keep, 3, out, "index_select", blocking, 1);
       CHECK(out[1] == NULL); /* the client took the flag */
       if (!blocking) st = tp_status_join(st, tp_client_synchronize(c));
-      CHECK((st != NULL) == (idx == 3));
-      CHECK(!st || (tp_status_code(st) == TP_OUT_OF_RANGE &&
-                    strstr(tp_status_message(st), "index_select") &&
-                    strstr(tp_status_message(st), "index out of range")));
+      CHECK((st != NULL) == (idx >= 2));
+      CHECK(idx != 2 || (tp_status_code(st) == TP_FAILED_PRECONDITION &&
+                         strstr(tp_status_message(st), "index_select") &&
+                         strstr(tp_status_message(st), "assertion failed: i is not two")));
+      CHECK(idx != 3 || (tp_status_code(st) == TP_OUT_OF_RANGE &&
+                         strstr(tp_status_message(st), "index_select") &&
+                         strstr(tp_status_message(st), "index out of range")));
       tp_status_free(st);
       CHECK_OK(tp_client_synchronize(c)); /* reported once */
       tp_buffer_destroy(c, out[0]);
@@ -202,6 +213,7 @@ static void test_check_output(tp_client_t *c) {
     }
   }
   tp_buffer_destroy(c, bx);
+  tp_buffer_destroy(c, bc);
   tp_executable_release(exe);
 }
 

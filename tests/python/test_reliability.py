@@ -8,6 +8,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -336,6 +337,46 @@ def test_out_of_range_index_in_a_compiled_graph_raises_at_the_next_sync():
     with pytest.raises(IndexError, match="index out of range"):
         f(torch.tensor([1, 10], device="tpu")).item()
     assert f(torch.tensor([1, 9], device="tpu")).item() == good  # same program, no error now
+
+
+def test_assert_async_is_checked_on_the_device_and_raises_at_the_next_sync():
+    """torch._assert_async, as TorchTitan's RoPE calls it every step: native (no fallback, no
+    sync), and a false condition raises RuntimeError with its message at the next synchronizing
+    call, as CUDA reports a device-side assert; CPU's kernel is the oracle for which values pass."""
+    torch_pjrt.reset_stats()
+    cases = [(torch.tensor(True), True), (torch.tensor(False), False), (torch.tensor(2.5), True),
+             (torch.tensor(0.0), False), (torch.tensor(-0.0), False),
+             (torch.tensor(float("nan")), True), (torch.tensor([7]), True),
+             (torch.tensor(0j), False), (torch.tensor(1j), True)]
+    for k, (c, ok) in enumerate(cases):
+        for msg in (None, f"position_ids exceed max_valid_pos={k}"):
+            args = (c,) if msg is None else (c, msg)
+            with contextlib.nullcontext() if ok else pytest.raises(RuntimeError):
+                torch._assert_async(*args)  # CPU
+            torch._assert_async(*((c.to("tpu"),) + args[1:]))
+            with contextlib.nullcontext() if ok else pytest.raises(
+                    RuntimeError, match=re.escape(msg or "single nonzero value")):
+                torch.tpu.synchronize()
+    assert "_assert_async" not in str(torch_pjrt.stats()["fallbacks"])
+    # a size CPU cannot take as a bool is refused at the call, as there
+    for bad in (torch.ones(2), torch.ones(0)):
+        with pytest.raises(RuntimeError, match="Boolean value of Tensor with"):
+            torch._assert_async(bad)
+        with pytest.raises(RuntimeError, match="Boolean value of Tensor with"):
+            torch._assert_async(bad.to("tpu"))
+    # the device keeps working and the failure was reported once
+    assert (torch.arange(3, device="tpu") + 1).sum().item() == 6
+
+
+def test_assert_async_in_a_compiled_graph():
+    def f(x):
+        torch._assert_async((x < 10).all(), "x must stay below 10")
+        return x * 2
+    g = torch.compile(f, backend="tpu")
+    assert g(torch.arange(4.0, device="tpu")).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
+    with pytest.raises(RuntimeError, match="x must stay below 10"):
+        g(torch.arange(12.0, device="tpu")).cpu()
+    assert g(torch.arange(4.0, device="tpu")).cpu().tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
 # ---------------------------------------------------------------- many shapes, values and models
