@@ -3,9 +3,10 @@ wheel ships none), a seed checkpoint both devices start from, and runs of
 `torchrun -m torchtitan.train` on tpu or CPU (torchtitan_train.py is each rank) read back as
 losses, tokens/s and torch_pjrt's fallback report. tests/python/test_torchtitan.py uses it for
 short runs; as a script it is the long run (`make titan`): the llama3 debug model for --steps
-steps on 2 processes, tpu eager, tpu compiled (--compile.enable) and CPU, in one table.
+steps on 2 processes, tpu and CPU, eager and compiled (--compile.enable), in one table: losses
+along the way, where each run parts from the first, tokens/s.
 
-    python tools/torchtitan_run.py [--steps 300] [--nproc 2] [--seq-len 64] [--batch 2]
+    python tools/torchtitan_run.py [--steps 300] [--nproc 2] [--seq-len 64] [--batch 2] [--runs ...]
 """
 import argparse
 import json
@@ -22,6 +23,10 @@ MODEL = ["--module", "llama3", "--config", "llama3_debugmodel", "--validator.no-
          "--metrics.log-freq", "1"]
 STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.eE+-]+|nan|inf)\s+grad_norm:\s*([0-9.eE+-]+)"
                        r"\s+memory:.*?tps:\s*([0-9,]+).*?mfu:")
+
+
+RUNS = [("tpu eager", "tpu", []), ("tpu compiled", "tpu", ["--compile.enable"]),
+        ("cpu eager", "cpu", []), ("cpu compiled", "cpu", ["--compile.enable"])]
 
 
 def _free_port():
@@ -90,30 +95,41 @@ def main():
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--runs", default=",".join(n for n, _, _ in RUNS),
+                    help="which of the runs, comma-separated (the first is the others' reference)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as root:
         seed = make_workdir(root, args.seq_len, args.batch)
         common = ["--training.steps", str(args.steps), "--training.seq-len", str(args.seq_len),
                   "--training.local-batch-size", str(args.batch), "--checkpoint.enable",
                   "--checkpoint.interval", str(10 ** 6), "--checkpoint.initial-load-path", seed]
-        runs = [("tpu eager", "tpu", []), ("tpu compiled", "tpu", ["--compile.enable"]),
-                ("cpu eager", "cpu", [])]
+        runs = [(n, d, x) for n, d, x in RUNS if n in args.runs.split(",")]
         rows = []
         for name, device, extra in runs:
             steps, report, _ = train(root, device, args.nproc, *common, *extra,
                                      "--dump-folder", name.replace(" ", "_"), timeout=6 * 3600)
             warm = [s for s in sorted(steps) if s > min(5, args.steps // 2)]
             tps = statistics.median(steps[s][2] for s in warm) if warm else float("nan")
-            rows.append((name, steps[min(steps)][0], steps[max(steps)][0], tps,
-                         report["fallbacks"] if report else "-",
+            rows.append((name, steps, tps, report["fallbacks"] if report else "-",
                          report["collectives"] if report else "-"))
     print(f"TorchTitan llama3 debug model, {args.steps} steps, {args.nproc} processes, seq_len "
           f"{args.seq_len}, local batch {args.batch}, from one seed checkpoint")
-    print(f"{'run':<13} {'loss first':>10} {'loss last':>10} {'tokens/s':>9}  fallbacks; collectives")
-    for name, first, last, tps, fb, coll in rows:
-        print(f"{name:<13} {first:10.4f} {last:10.4f} {tps:9.0f}  {fb}; {coll}")
-    cpu = rows[-1][3]
-    print("tokens/s against CPU: " + ", ".join(f"{n} {t / cpu:.2f}x" for n, _, _, t, _, _ in rows[:-1]))
+    marks = sorted({s for s in (1, 10, 30, 100, 200, args.steps) if s <= args.steps})
+    print(f"{'run':<13} " + " ".join(f"{'loss@' + str(s):>9}" for s in marks)
+          + f" {'tokens/s':>9}  fallbacks; collectives")
+    for name, steps, tps, fb, coll in rows:
+        print(f"{name:<13} " + " ".join(f"{steps[s][0]:9.4f}" if s in steps else f"{'-':>9}"
+                                        for s in marks) + f" {tps:9.0f}  {fb}; {coll}")
+    # Where the runs part: the first step whose loss differs from the first run's by over 1%.
+    for name, steps, *_ in rows[1:]:
+        ref = rows[0][1]
+        apart = [s for s in sorted(steps) if s in ref and abs(steps[s][0] - ref[s][0]) > 0.01 * abs(ref[s][0])]
+        print(f"{name} against {rows[0][0]}: losses within 1% up to step "
+              f"{(apart[0] - 1) if apart else max(steps)}")
+    cpu = [t for n, _, t, _, _ in rows if n == "cpu eager"]
+    if cpu:
+        print("tokens/s against CPU eager: " + ", ".join(f"{n} {t / cpu[0]:.2f}x" for n, _, t, _, _ in rows
+                                                        if n != "cpu eager"))
 
 
 if __name__ == "__main__":

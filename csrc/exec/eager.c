@@ -437,6 +437,30 @@ tp_status_t *tp_eager_copy_from_host(const tp_view_t *dst, const void *data) {
   return tp_event_await(tp_exec_client(), done);
 }
 
+tp_status_t *tp_eager_host_alias(const tp_view_t *v, void **out_ptr) {
+  *out_ptr = NULL;
+  tp_client_t *c = tp_exec_client();
+  if (!c) return tp_exec_unavailable();
+  TP_RETURN_IF_ERROR(tp_view_check_bounds(v));
+  if (strcmp(tp_client_platform_name(c), "cpu") != 0 || tp_dtype_is_complex(v->dtype) ||
+      !tp_view_contiguous(v))
+    return NULL;
+  tp_exec_lock();
+  PJRT_Buffer *buf = tp_storage_buffer(v->storage);
+  tp_status_t *st = NULL;
+  void *base = NULL;
+  if (buf && tp_storage_buffer_dtype(v->storage) == v->dtype &&
+      v->offset + tp_view_numel(v) <= tp_storage_buffer_numel(v->storage)) {
+    /* Nothing enqueued may still read the old contents or write new ones. */
+    st = tp_client_synchronize(c);
+    if (!st) st = tp_buffer_host_pointer(c, buf, &base);
+  }
+  tp_exec_unlock();
+  if (st) return st;
+  if (base) *out_ptr = (char *)base + v->offset * (int64_t)tp_dtype_size(v->dtype);
+  return NULL;
+}
+
 tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   if (!tp_exec_client()) return tp_exec_unavailable();
   TP_RETURN_IF_ERROR(tp_view_check_bounds(src));

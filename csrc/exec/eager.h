@@ -48,6 +48,13 @@ tp_status_t *tp_eager_copy_from_host_async(const tp_view_t *dst, const void *dat
                                            PJRT_Event **out_done);
 /* dense host memory (src's dtype and shape) <- src. Blocks until the data is there. */
 tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data);
+/* Where |v| (dense, row-major) can be read and written in place on the host, for devices whose
+ * memory is host memory (the CPU plugin): every execution enqueued before has finished, and the
+ * address stays valid until a program next writes the view's storage. *out_ptr is NULL (and the
+ * caller copies instead) when the device or the view does not allow it: another platform, a
+ * storage never written, a view whose dtype its storage's buffer does not hold, complex. A
+ * synchronizing call: it reports an earlier asynchronous failure. */
+tp_status_t *tp_eager_host_alias(const tp_view_t *v, void **out_ptr);
 
 #ifdef __cplusplus
 }

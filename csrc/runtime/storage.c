@@ -204,6 +204,19 @@ tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *pjrt_buffer, vo
   return tp_status_join(tp_client_marker_wait(client, &before), st);
 }
 
+tp_status_t *tp_buffer_host_pointer(tp_client_t *client, PJRT_Buffer *buffer, void **out_ptr) {
+  *out_ptr = NULL;
+  if (strcmp(client->platform_name, "cpu") != 0)
+    return tp_make_status(TP_UNIMPLEMENTED, "%s device memory is not host memory",
+                          client->platform_name);
+  TP_PJRT_ARGS(PJRT_Buffer_UnsafePointer_Args, args);
+  args.buffer = buffer;
+  TP_RETURN_IF_ERROR(tp_pjrt_status(client->api, client->api->PJRT_Buffer_UnsafePointer(&args),
+                                    "buffer address"));
+  *out_ptr = (void *)args.buffer_pointer;
+  return NULL;
+}
+
 static bool has_device(const tp_client_t *c, int device) {
   return device >= 0 && (size_t)device < c->num_devices;
 }

@@ -65,6 +65,11 @@ tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *buffer, void *d
 tp_status_t *tp_buffer_copy_to_device(tp_client_t *client, PJRT_Buffer *buffer, int device,
                                       PJRT_Buffer **out_buffer);
 void tp_buffer_destroy(tp_client_t *client, PJRT_Buffer *buffer);
+/* The host address of |buffer|'s bytes, for a client whose device memory is host memory (XLA's
+ * CPU plugin): readable and writable in place once the executions reading or writing the buffer
+ * are done (the caller waits for them), until the buffer is destroyed. UNIMPLEMENTED on other
+ * platforms. */
+tp_status_t *tp_buffer_host_pointer(tp_client_t *client, PJRT_Buffer *buffer, void **out_ptr);
 
 /* Bytes of |client|'s live storages on |device|, and the peak since the last reset (0 for a
  * device the client does not have). */

@@ -53,9 +53,29 @@ void collective(const std::string& kind, const std::string& op, int root,
   check(st);
 }
 
+// A CPU tensor aliasing |t|'s device memory, for the host transport to hand gloo with no copy:
+// None when the device's memory is not host memory or |t| cannot be aliased (tp_eager_host_alias).
+// It stays valid while nothing writes |t| (the transport holds it for one collective); it keeps
+// |t|'s storage alive.
+std::optional<at::Tensor> host_alias(const at::Tensor& t) {
+  TORCH_CHECK(t.is_privateuseone(), "host_alias: expected a tpu tensor, got ", t.device());
+  if (t.is_neg() || t.is_conj()) return std::nullopt;
+  tp_view_t v = view_or_throw(t, "host_alias");
+  void* p = nullptr;
+  check(tp_eager_host_alias(&v, &p));
+  if (!p) return std::nullopt;
+  tp_storage_retain(v.storage);
+  tp_storage_t* keep = v.storage;
+  return at::from_blob(p, t.sizes(), t.strides(), [keep](void*) { tp_storage_release(keep); },
+                       at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
+}
+
 }  // namespace
 
 void register_collective(py::module& m) {
+  m.def("host_alias", &host_alias, py::arg("tensor"),
+        "A CPU tensor sharing a tpu tensor's memory where the device's memory is host memory "
+        "(the CPU plugin), else None; valid until the tpu tensor is next written.");
   m.def("collective", &collective, py::arg("kind"), py::arg("op"), py::arg("root"),
         py::arg("inputs"), py::arg("outputs"),
         "Runs one collective over participants' tpu tensors, each on a device of its own.");

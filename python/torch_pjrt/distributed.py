@@ -22,6 +22,7 @@ the ranks meet; the host transport exchanges them first (TORCH_PJRT_COLLECTIVE_C
 exchange off)."""
 import collections
 import datetime
+import hashlib
 import os
 import socket
 import threading
@@ -29,7 +30,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import Backend as _CBackend, _create_work_from_future
+from torch._C._distributed_c10d import AllgatherOptions as _AllgatherOptions, Backend as _CBackend, _create_work_from_future
 
 NAME = "pjrt"
 TRANSPORTS = ("device", "host")
@@ -100,14 +101,39 @@ def _done(result):
     return _create_work_from_future(fut)
 
 
-def _host(ts):
-    return [t.detach().cpu() for t in ts]
+def _alias(t):
+    """A CPU tensor sharing |t|'s memory where the device's memory is host memory (the CPU
+    plugin), else None. Valid until |t| is next written: held for one collective only."""
+    if t.device.type == "cpu":
+        return t
+    from . import _C
+    a = _C.host_alias(t.detach())
+    if a is not None:
+        a._pjrt_alias = True  # _back: nothing to copy back
+    return a
+
+
+def _host(ts, alias=True):
+    """CPU tensors gloo can use for |ts|: aliases of their memory where possible (|alias|),
+    else copies."""
+    out = []
+    for t in ts:
+        a = _alias(t) if alias else None
+        out.append(a if a is not None else t.detach().cpu())
+    return out
 
 
 def _back(devs, hosts):
     for d, h in zip(devs, hosts):
-        if d.device.type != "cpu" or d.data_ptr() != h.data_ptr():
+        if not getattr(h, "_pjrt_alias", False) and (d.device.type != "cpu" or d.data_ptr() != h.data_ptr()):
             d.copy_(h)
+
+
+def _into(t):
+    """A CPU tensor of |t|'s shape and dtype to receive a result for |t|: its alias where
+    possible, else a fresh one (_back copies it over)."""
+    a = _alias(t)
+    return a if a is not None else torch.empty(t.shape, dtype=t.dtype)
 
 
 def _scaled(hosts, scale):
@@ -431,14 +457,19 @@ class _HostTransport(ProcessGroupPjrt):
         if not _CHECK or self._size == 1:
             return
         desc = _describe(name, t, opts, shape)
+        # First a digest of the call (one round trip of 8 bytes a rank); only when the digests
+        # differ, which every rank sees alike, the descriptions themselves, to name the calls.
+        digest = int.from_bytes(hashlib.blake2b(desc.encode(), digest_size=8).digest(), "little", signed=True)
+        every = torch.empty(self._size, dtype=torch.int64)
+        self._gloo._allgather_base(every, torch.tensor([digest]), _AllgatherOptions()).wait()
+        if (every == digest).all():
+            return
         raw = desc.encode()[:_FP_BYTES]
         mine = torch.zeros(_FP_BYTES, dtype=torch.uint8)
         mine[:len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
-        every = [torch.empty(_FP_BYTES, dtype=torch.uint8) for _ in range(self._size)]
-        self._gloo.allgather([every], [mine]).wait()
-        calls = [bytes(e.tolist()).rstrip(b"\0").decode(errors="replace") for e in every]
-        if any(c != desc for c in calls):
-            raise _mismatch(calls)
+        calls = [torch.empty(_FP_BYTES, dtype=torch.uint8) for _ in range(self._size)]
+        self._gloo.allgather([calls], [mine]).wait()
+        raise _mismatch([bytes(e.tolist()).rstrip(b"\0").decode(errors="replace") for e in calls])
 
     def _reduce_op(self, opts):
         """gloo's op for |opts| (set in it) and what to do around it: the factor PREMUL_SUM
@@ -462,7 +493,8 @@ class _HostTransport(ProcessGroupPjrt):
         """all_reduce and reduce: |tensors| reduced in place (on every rank, or the root's)."""
         self._agree(what, tensors[0], opts)
         scale, by = self._reduce_op(opts)
-        hosts = _scaled(_host(tensors), scale)
+        # reduce may use a non-root rank's tensor as scratch: it gets a copy.
+        hosts = _scaled(_host(tensors, alias=to_all), scale)
         self._wait(name, collective(hosts, opts))
         if to_all or self.rank() == opts.rootRank:
             _divide(hosts, by)
@@ -489,9 +521,9 @@ class _HostTransport(ProcessGroupPjrt):
 
     def all_gather_single(self, output, input, opts):
         self._agree("all_gather_into_tensor", input)
-        out = torch.empty(output.shape, dtype=output.dtype)
-        self._wait("all_gather_single", self._gloo._allgather_base(out, input.detach().cpu(), opts))
-        output.copy_(out)
+        out = _into(output)
+        self._wait("all_gather_single", self._gloo._allgather_base(out, _host([input])[0], opts))
+        _back([output], [out])
         return _done([output])
 
     _allgather_base = all_gather_single
@@ -519,7 +551,9 @@ class _HostTransport(ProcessGroupPjrt):
         self._wait("reduce_scatter_single", self._gloo.allreduce([flat], o))
         _divide([flat], by)
         n = output.numel()
-        output.copy_(flat.view(-1)[self.rank() * n:(self.rank() + 1) * n].view(output.shape))
+        out = _into(output)
+        out.copy_(flat.view(-1)[self.rank() * n:(self.rank() + 1) * n].view(output.shape))
+        _back([output], [out])
         return _done([output])
 
     _reduce_scatter_base = reduce_scatter_single
@@ -533,10 +567,10 @@ class _HostTransport(ProcessGroupPjrt):
 
     def all_to_all_single(self, output, input, output_splits, input_splits, opts):
         self._agree("all_to_all_single", input, shape=False)
-        out = torch.empty(output.shape, dtype=output.dtype)
+        out = _into(output)
         self._wait("all_to_all_single", self._gloo.alltoall_base(
-            out, input.detach().cpu().contiguous(), output_splits, input_splits, opts))
-        output.copy_(out)
+            out, _host([input])[0].contiguous(), output_splits, input_splits, opts))
+        _back([output], [out])
         return _done([output])
 
     alltoall_base = all_to_all_single

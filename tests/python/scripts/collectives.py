@@ -169,6 +169,20 @@ def main(rank, world, transport):
 
     check("async_all_reduce", asy)
 
+    def in_place_views(dev, grp):
+        # Collectives that write a view of a bigger tensor, while work reading the old values may
+        # still be queued: the rest of the tensor and that work's results keep the old values
+        # (the host transport hands gloo the device memory itself where it can).
+        big = data(4, 6, seed=14).to(dev)
+        before = big * 1  # queued before the collectives
+        dist.all_reduce(big[1], group=grp)
+        dist.broadcast(big[2:4], src=world - 1, group=grp)
+        out = torch.empty(world * 3, device=dev)
+        dist.all_gather_into_tensor(out, big[0, :3].contiguous(), group=grp)
+        return [big, before, out]
+
+    check("in_place_views", in_place_views)
+
     dist.barrier()
     results["transport"] = torch_pjrt.distributed.transport() == transport
     results["transport_counted"] = torch_pjrt.stats()["collectives"].get(transport, {}).get("allreduce", 0) > 0
