@@ -242,8 +242,11 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
     if (key.failed) st = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
     else
       st = tp_status_annotate(
-          tp_exec_program_replicated(key.data, key.len, tp_hash_bytes(key.data, key.len, 0), build,
-                                     &ctx, &origin, n, devices, &exe, &compiled),
+          tp_exec_program(key.data, key.len, tp_hash_bytes(key.data, key.len, 0), build, &ctx,
+                          &origin,
+                          &(tp_compile_options_t){.replicas = n, .devices = devices,
+                                                  .backend_opt_level = -1},
+                          &exe, &compiled),
           "compiling %s", what);
     PJRT_Buffer *args[2 * MAX_PARTICIPANTS], *results[MAX_PARTICIPANTS] = {NULL};
     int n_args = p.reuse == REUSE_OUTPUT ? 2 : 1;

@@ -172,6 +172,7 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
   }
   sig->len = 0;
   tp_key_put_i64(sig, op);
+  tp_key_put_i64(sig, tp_exec_eager_opt_level()); /* how it compiles (tp_exec_program) */
   tp_key_put_i64(sig, n_args);
   tp_key_put_i64(sig, n_out);
   for (int i = 0; i < p->n_slots; i++) {
@@ -252,7 +253,8 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   bool compiled;
   TP_RETURN_IF_ERROR(tp_status_annotate(
       tp_exec_program(sig.data, sig.len, tp_hash_bytes(sig.data, sig.len, 0), build_call, &ctx,
-                      &origin, &exe, &compiled),
+                      &origin, &(tp_compile_options_t){.backend_opt_level = tp_exec_eager_opt_level()},
+                      &exe, &compiled),
       "compiling %s", d->name));
   PJRT_Buffer *inputs[MAX_STORAGES + TP_MAX_ARGS];
   int n_in = 0;

@@ -182,9 +182,10 @@ static void note_compile(const tp_exec_origin_t *o, double ms) {
           again ? "new shapes" : "first", ms);
 }
 
-static tp_status_t *program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
-                            void *ctx, const tp_exec_origin_t *origin, int n, const int *devices,
-                            tp_executable_t **out_exe, bool *out_compiled) {
+tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
+                             void *ctx, const tp_exec_origin_t *origin,
+                             const tp_compile_options_t *options, tp_executable_t **out_exe,
+                             bool *out_compiled) {
   *out_compiled = false;
   *out_exe = tp_exec_cache_lookup(g.cache, key, key_len, hash);
   if (*out_exe) return NULL;
@@ -192,9 +193,7 @@ static tp_status_t *program(const void *key, size_t key_len, uint64_t hash, tp_e
   clock_gettime(CLOCK_MONOTONIC, &t0);
   char *text = NULL;
   TP_RETURN_IF_ERROR(build(ctx, &text));
-  tp_status_t *st = devices ? tp_executable_compile_replicated(g.client, text, strlen(text), n,
-                                                               devices, out_exe)
-                            : tp_executable_compile(g.client, text, strlen(text), out_exe);
+  tp_status_t *st = tp_executable_compile_with(g.client, text, strlen(text), options, out_exe);
   if (st && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
   free(text);
   if (st) return st;
@@ -206,15 +205,12 @@ static tp_status_t *program(const void *key, size_t key_len, uint64_t hash, tp_e
   return NULL;
 }
 
-tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
-                             void *ctx, const tp_exec_origin_t *origin, tp_executable_t **out_exe,
-                             bool *out_compiled) {
-  return program(key, key_len, hash, build, ctx, origin, 1, NULL, out_exe, out_compiled);
-}
-
-tp_status_t *tp_exec_program_replicated(const void *key, size_t key_len, uint64_t hash,
-                                        tp_exec_build_fn build, void *ctx,
-                                        const tp_exec_origin_t *origin, int n, const int *devices,
-                                        tp_executable_t **out_exe, bool *out_compiled) {
-  return program(key, key_len, hash, build, ctx, origin, n, devices, out_exe, out_compiled);
+int tp_exec_eager_opt_level(void) {
+  static int level = -2;
+  if (level == -2) {
+    const char *v = getenv("TORCH_PJRT_EAGER_OPT_LEVEL");
+    if (v && *v) level = strcmp(v, "default") == 0 ? -1 : atoi(v) < 0 ? -1 : atoi(v) > 3 ? 3 : atoi(v);
+    else level = g.client && strcmp(tp_client_platform_name(g.client), "cpu") == 0 ? 1 : -1;
+  }
+  return level;
 }

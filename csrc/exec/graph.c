@@ -321,7 +321,8 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     snprintf(what, sizeof(what), "graph of %d ops", g->n_nodes);
     tp_exec_origin_t origin = {what, inputs, g->n_inputs};
     st = tp_exec_program(g->key.data, g->key.len, tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull),
-                         build_graph, &ctx, &origin, &exe, &out->compiled);
+                         build_graph, &ctx, &origin,
+                         &(tp_compile_options_t){.backend_opt_level = -1}, &exe, &out->compiled);
     if (st) {
       out->build_failed = true;
       st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);

@@ -30,11 +30,6 @@ void tp_runtime_count_hit(tp_client_t *c, int disk) {
   atomic_fetch_add(disk ? &c->disk_cache_hits : &c->memory_cache_hits, 1);
 }
 
-/* xla.CompileOptionsProto: executable_build_options {num_replicas: 1, num_partitions: 1} and
- * compile_portable_executable: true, so one executable runs on any device via execute_device.
- * Empty options abort some plugins, hence the explicit encoding. */
-static const char kCompileOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
-
 static tp_status_t *wrap(tp_client_t *client, PJRT_LoadedExecutable *loaded,
                          tp_executable_t **out_exe) {
   const PJRT_Api *api = client->api;
@@ -90,11 +85,6 @@ static tp_status_t *compile(tp_client_t *client, const char *mlir, size_t size,
   return wrap(client, args.executable, out_exe);
 }
 
-tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
-                                   tp_executable_t **out_exe) {
-  return compile(client, mlir, size, kCompileOptions, sizeof(kCompileOptions), out_exe);
-}
-
 /* Protocol-buffer wire format, the little of it compile options need: varint fields (wire type
  * 0) and length-delimited ones (wire type 2). */
 typedef struct {
@@ -111,35 +101,58 @@ static void pb_int(pb_t *p, int field, int64_t v) {
   pb_varint(p, (uint64_t)field << 3);
   pb_varint(p, (uint64_t)v);
 }
-static void pb_message(pb_t *p, int field, const pb_t *m) {
+static void pb_bytes(pb_t *p, int field, const void *data, size_t n) {
   pb_varint(p, (uint64_t)field << 3 | 2);
-  pb_varint(p, m->len);
-  for (size_t i = 0; i < m->len && p->len < sizeof(p->data); i++) p->data[p->len++] = m->data[i];
+  pb_varint(p, n);
+  for (size_t i = 0; i < n && p->len < sizeof(p->data); i++)
+    p->data[p->len++] = ((const unsigned char *)data)[i];
+}
+static void pb_message(pb_t *p, int field, const pb_t *m) { pb_bytes(p, field, m->data, m->len); }
+
+tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
+                                   tp_executable_t **out_exe) {
+  static const tp_compile_options_t plain = {.backend_opt_level = -1};
+  return tp_executable_compile_with(client, mlir, size, &plain, out_exe);
 }
 
-tp_status_t *tp_executable_compile_replicated(tp_client_t *client, const char *mlir, size_t size,
-                                              int n, const int *devices,
-                                              tp_executable_t **out_exe) {
+tp_status_t *tp_executable_compile_with(tp_client_t *client, const char *mlir, size_t size,
+                                        const tp_compile_options_t *o, tp_executable_t **out_exe) {
   *out_exe = NULL;
-  if (n < 1 || n > 64)
+  int n = o->replicas > 1 ? o->replicas : 1;
+  if (n > 64)
     return tp_make_status(TP_INVALID_ARGUMENT, "a replicated program needs 1..64 devices, not %d", n);
-  /* CompileOptionsProto{3: ExecutableBuildOptionsProto{4: num_replicas, 5: num_partitions,
+  /* xla.CompileOptionsProto{3: ExecutableBuildOptionsProto{4: num_replicas, 5: num_partitions,
    * 9: DeviceAssignmentProto{1: replica_count, 2: computation_count,
-   * 3: ComputationDevice{1: replica_device_ids...}}}} */
-  pb_t ids = {0}, assignment = {0}, build = {0}, options = {0};
-  for (int r = 0; r < n; r++) {
-    if (devices[r] < 0 || (size_t)devices[r] >= client->num_devices)
-      return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
-                            devices[r], client->num_devices);
-    pb_int(&ids, 1, client->device_ids[devices[r]]);
-  }
-  pb_int(&assignment, 1, n);
-  pb_int(&assignment, 2, 1);
-  pb_message(&assignment, 3, &ids);
+   * 3: ComputationDevice{1: replica_device_ids...}}}, 4: compile_portable_executable,
+   * 7: env_option_overrides {1: flag name, 2: OptionOverrideProto{3: int_field}}}.
+   * One replica compiles portable, so one executable runs on any device via execute_device.
+   * Empty options abort some plugins, hence always the explicit encoding. */
+  pb_t build = {0}, options = {0};
   pb_int(&build, 4, n);
   pb_int(&build, 5, 1);
-  pb_message(&build, 9, &assignment);
+  if (o->replicas > 1) {
+    pb_t ids = {0}, assignment = {0};
+    for (int r = 0; r < n; r++) {
+      if (o->devices[r] < 0 || (size_t)o->devices[r] >= client->num_devices)
+        return tp_make_status(TP_INVALID_ARGUMENT, "tpu device %d does not exist (%zu devices)",
+                              o->devices[r], client->num_devices);
+      pb_int(&ids, 1, client->device_ids[o->devices[r]]);
+    }
+    pb_int(&assignment, 1, n);
+    pb_int(&assignment, 2, 1);
+    pb_message(&assignment, 3, &ids);
+    pb_message(&build, 9, &assignment);
+  }
   pb_message(&options, 3, &build);
+  if (o->replicas <= 1) pb_int(&options, 4, 1);
+  if (o->backend_opt_level >= 0) {
+    static const char kFlag[] = "xla_backend_optimization_level";
+    pb_t value = {0}, entry = {0};
+    pb_int(&value, 3, o->backend_opt_level);
+    pb_bytes(&entry, 1, kFlag, sizeof(kFlag) - 1);
+    pb_message(&entry, 2, &value);
+    pb_message(&options, 7, &entry);
+  }
   return compile(client, mlir, size, (const char *)options.data, options.len, out_exe);
 }
 

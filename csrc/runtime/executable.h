@@ -21,11 +21,20 @@ typedef struct tp_executable tp_executable_t;
  * Caller owns one reference. The plugin's diagnostics are kept in the error message. */
 tp_status_t *tp_executable_compile(tp_client_t *client, const char *mlir, size_t size,
                                    tp_executable_t **out_exe);
-/* Compiles MLIR text into a replicated program: |n| replicas, replica r on device |devices|[r]
- * (collectives inside it run across those devices). Caller owns one reference. */
-tp_status_t *tp_executable_compile_replicated(tp_client_t *client, const char *mlir, size_t size,
-                                              int n, const int *devices,
-                                              tp_executable_t **out_exe);
+/* How to compile. */
+typedef struct {
+  /* 0 or 1: one replica, runnable on any device. n > 1: a replicated program, replica r on
+   * device |devices|[r] (collectives inside it run across those devices). */
+  int replicas;
+  const int *devices;
+  /* XLA's backend (LLVM) optimization level, 0..3, as a compile option override; -1: the
+   * plugin's default. */
+  int backend_opt_level;
+} tp_compile_options_t;
+/* Compiles MLIR text as |options| say. Caller owns one reference. */
+tp_status_t *tp_executable_compile_with(tp_client_t *client, const char *mlir, size_t size,
+                                        const tp_compile_options_t *options,
+                                        tp_executable_t **out_exe);
 /* Serializes |exe|; *out_bytes is the caller's (free()). */
 tp_status_t *tp_executable_serialize(tp_executable_t *exe, char **out_bytes, size_t *out_size);
 /* Loads a serialized executable; caller owns one reference. */
@@ -45,7 +54,7 @@ int tp_executable_num_outputs(const tp_executable_t *exe);
  * entry becomes NULL) and reports the failed check the same way when it is set. */
 typedef struct {
   int device;
-  /* A replicated executable (tp_executable_compile_replicated) runs once on each of its
+  /* A replicated executable (tp_executable_compile_with, replicas > 1) runs once on each of its
    * |replicas| devices (|device| unused): |args| holds replicas * n_args buffers, replica by
    * replica, and |out_buffers| replicas * num_outputs. 0 or 1: one device. */
   int replicas;

@@ -57,6 +57,22 @@ static void test_execute(tp_client_t *c) {
   CHECK_OK(tp_buffer_to_host(c, out, r, sizeof(r)));
   CHECK(r[0] == 11 && r[4] == 55);
 
+  /* Compiled at each backend optimization level (a compile option override): the same result. */
+  for (int level = 0; level <= 3; level++) {
+    tp_executable_t *tuned = NULL;
+    CHECK_OK(tp_executable_compile_with(c, text, strlen(text),
+                                        &(tp_compile_options_t){.backend_opt_level = level}, &tuned));
+    if (!tuned) continue;
+    PJRT_Buffer *o = NULL;
+    float t[5] = {0};
+    PJRT_Buffer *targs[2] = {out, bb}; /* |a| went to |out| (donated) */
+    CHECK_OK(execute(tuned, targs, 2, (int64_t[]){0, 1}, 2, &o, "add", 1, -1));
+    CHECK_OK(tp_buffer_to_host(c, o, t, sizeof(t)));
+    CHECK(t[0] == 21 && t[4] == 105);
+    tp_buffer_destroy(c, o);
+    tp_executable_release(tuned);
+  }
+
   /* Serialize and reload: same result. */
   char *bytes = NULL;
   size_t size = 0;

@@ -1,0 +1,152 @@
+"""Changing shapes: what a sweep over new shapes costs on tpu, cold cache, against PyTorch CPU.
+
+Each sweep runs in a fresh process with the disk cache off, twice over the same shapes: the first
+pass compiles what it needs, the second should only hit the cache. Printed per sweep: programs
+compiled in the first pass (every program, and how many of them were compiled graphs), the median
+compile time of a program, the first and second pass, the programs the second pass compiled, and
+PyTorch CPU over the same sweep (eager; Inductor for the compiled sweep, its second pass).
+
+  eval     nn.TransformerEncoderLayer(32, 4), batch 2, eval/no_grad, sequence lengths 1..64
+  train    the same layer, forward and backward, lengths 1..16
+  generate a tiny Llama's generate(), 8 prompt lengths, 16 new tokens each, dynamic cache
+  static   the same with cache_implementation="static"
+  compiled the tiny Llama's forward under torch.compile(backend="tpu"), 8 prompt lengths
+
+    python bench/shapes.py [--sweeps eval,train,generate,static,compiled]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+SWEEPS = ("eval", "train", "generate", "static", "compiled")
+LENGTHS = [5, 7, 9, 12, 16, 21, 27, 33]  # the 8 prompt lengths
+
+
+def _layer():
+    import torch
+    torch.manual_seed(0)
+    torch.backends.mha.set_fastpath_enabled(False)
+    return torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+
+
+def _llama():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def _sweep(name, device):
+    """The sweep |name| on |device|: returns a function running one pass."""
+    import torch
+    if name in ("eval", "train"):
+        layer = _layer().to(device)
+        if name == "eval":
+            layer.eval()
+
+            def run():
+                with torch.no_grad():
+                    for n in range(1, 65):
+                        y = layer(torch.ones(2, n, 32, device=device) * 0.1)
+                return float(y.sum())
+        else:
+            def run():
+                for n in range(1, 17):
+                    x = (torch.ones(2, n, 32, device=device) * 0.1).requires_grad_()
+                    layer(x).sum().backward()
+                return float(x.grad.sum())
+        return run
+    lm = _llama().to(device)
+    prompts = [torch.arange(1, n + 1, device=device).remainder(120).unsqueeze(0) for n in LENGTHS]
+    if name in ("generate", "static"):
+        extra = {"cache_implementation": "static"} if name == "static" else {}
+
+        def run():
+            with torch.no_grad():
+                for p in prompts:
+                    out = lm.generate(p, max_new_tokens=16, min_new_tokens=16, do_sample=False,
+                                      pad_token_id=0, **extra)
+            return int(out.sum())
+        return run
+    fwd = torch.compile(lm, backend="tpu" if device == "tpu" else "inductor")
+
+    def run():
+        with torch.no_grad():
+            for p in prompts:
+                y = fwd(p).logits
+        return float(y.sum())
+    return run
+
+
+def _child(name, device):
+    import torch
+    import torch_pjrt
+    run = _sweep(name, device)
+    torch_pjrt.reset_stats()
+    t = time.perf_counter()
+    run()
+    first = time.perf_counter() - t
+    s = torch_pjrt.stats()
+    t = time.perf_counter()
+    run()
+    second = time.perf_counter() - t
+    s2 = torch_pjrt.stats()
+    print(json.dumps({"first": first, "second": second, "compiles": s["compiles"],
+                      "graph_compiles": s["graph_compiles"], "compile_s": s["compile_seconds"],
+                      "new_shape": s["compiles_new_shape"],
+                      "second_compiles": s2["compiles"] - s["compiles"]}))
+
+
+def _cpu(name):
+    import torch
+    run = _sweep(name, "cpu")
+    if name == "compiled":  # Inductor compiles on the first pass: time the second
+        run()
+    t = time.perf_counter()
+    run()
+    print(json.dumps({"cpu": time.perf_counter() - t}))
+
+
+def _spawn(*argv):
+    """Runs this script with |argv| in a fresh process, disk cache off, compiles logged: its
+    JSON line, with the median compile time of the logged compiles."""
+    env = dict(os.environ, TORCH_PJRT_CACHE_DIR="", TORCH_PJRT_QUIET_FALLBACK="1",
+               TORCH_PJRT_LOG_COMPILES="1")
+    p = subprocess.run([sys.executable, __file__, *argv], env=env, capture_output=True, text=True,
+                       timeout=3600)
+    if p.returncode:
+        raise SystemExit(f"{argv} failed:\n{p.stderr[-3000:]}")
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    ms = [float(m) for m in re.findall(r"^torch_pjrt: compile .*, ([0-9.]+) ms$", p.stderr, re.M)]
+    out["median_ms"] = statistics.median(ms) if ms else 0.0
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sweeps", default=",".join(SWEEPS))
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--cpu", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return _child(*args.child)
+    if args.cpu:
+        return _cpu(args.cpu)
+    print("sweep     compiles  graphs  median ms  first s  second s  2nd compiles  cpu s  first/cpu")
+    for name in args.sweeps.split(","):
+        r = _spawn("--child", name, "tpu")
+        c = _spawn("--cpu", name)
+        print(f"{name:<9} {r['compiles']:8d} {r['graph_compiles']:7d} {r['median_ms']:11.1f} {r['first']:8.2f} "
+              f"{r['second']:9.2f} {r['second_compiles']:13d} {c['cpu']:6.2f} {r['first'] / c['cpu']:10.1f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
