@@ -3,8 +3,8 @@ wheel ships none), a seed checkpoint both devices start from, and runs of
 `torchrun -m torchtitan.train` on tpu or CPU (torchtitan_train.py is each rank) read back as
 losses, tokens/s and torch_pjrt's fallback report. tests/python/test_torchtitan.py uses it for
 short runs; as a script it is the long run (`make titan`): the llama3 debug model for --steps
-steps on 2 processes, tpu and CPU, eager and compiled (--compile.enable), in one table: losses
-along the way, where each run parts from the first, tokens/s.
+steps on 2 processes, tpu eager, tpu compiled (--compile.enable) and CPU eager, in one table:
+losses along the way, where each run parts from the first, tokens/s.
 
     python tools/torchtitan_run.py [--steps 300] [--nproc 2] [--seq-len 64] [--batch 2] [--runs ...]
 """
@@ -26,7 +26,10 @@ STEP_LINE = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.eE+-]+|nan|inf)\s+grad_no
 
 
 RUNS = [("tpu eager", "tpu", []), ("tpu compiled", "tpu", ["--compile.enable"]),
-        ("cpu eager", "cpu", []), ("cpu compiled", "cpu", ["--compile.enable"])]
+        ("cpu eager", "cpu", [])]
+# No compiled CPU run: TorchTitan sends FlexAttention regions to Inductor under every compile
+# backend it accepts (inductor, aot_eager), and Inductor fails on them on CPU (IndexError in a
+# lowering, torch 2.15).
 
 
 def _free_port():
@@ -97,21 +100,29 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--runs", default=",".join(n for n, _, _ in RUNS),
                     help="which of the runs, comma-separated (the first is the others' reference)")
+    ap.add_argument("--json", help="also write every run's per-step losses to this file")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as root:
         seed = make_workdir(root, args.seq_len, args.batch)
         common = ["--training.steps", str(args.steps), "--training.seq-len", str(args.seq_len),
                   "--training.local-batch-size", str(args.batch), "--checkpoint.enable",
                   "--checkpoint.interval", str(10 ** 6), "--checkpoint.initial-load-path", seed]
-        runs = [(n, d, x) for n, d, x in RUNS if n in args.runs.split(",")]
+        runs = [r for n in args.runs.split(",") for r in RUNS if r[0] == n]
         rows = []
         for name, device, extra in runs:
-            steps, report, _ = train(root, device, args.nproc, *common, *extra,
-                                     "--dump-folder", name.replace(" ", "_"), timeout=6 * 3600)
+            try:
+                steps, report, _ = train(root, device, args.nproc, *common, *extra,
+                                         "--dump-folder", name.replace(" ", "_"), timeout=6 * 3600)
+            except AssertionError as e:  # one failed run: the others still make the table
+                print(f"{name}: failed\n{str(e)[-2000:]}", flush=True)
+                continue
             warm = [s for s in sorted(steps) if s > min(5, args.steps // 2)]
             tps = statistics.median(steps[s][2] for s in warm) if warm else float("nan")
             rows.append((name, steps, tps, report["fallbacks"] if report else "-",
                          report["collectives"] if report else "-"))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({name: {s: v[0] for s, v in steps.items()} for name, steps, *_ in rows}, f)
     print(f"TorchTitan llama3 debug model, {args.steps} steps, {args.nproc} processes, seq_len "
           f"{args.seq_len}, local batch {args.batch}, from one seed checkpoint")
     marks = sorted({s for s in (1, 10, 30, 100, 200, args.steps) if s <= args.steps})

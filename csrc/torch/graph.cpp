@@ -153,11 +153,20 @@ struct Graph {
                 tp_graph_input_count(g), " inputs, got ", inputs.size());
     c10::DeviceIndex device = g_current_device;
     std::vector<tp_view_t> views(inputs.size() + 1);
+    // An input with a lazy conjugate or negative bit (the output of _conj or _neg_view in an
+    // eager split) is read through its value, which its storage does not hold: resolved first.
+    std::vector<at::Tensor> resolved;
+    resolved.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); i++) {
       TORCH_CHECK(inputs[i].device().type() == DeviceType::PrivateUse1,
                   "graph input ", i, " is on ", inputs[i].device(), ", expected a tpu tensor");
       if (i == 0) device = inputs[i].device().index();
-      views[i] = view_or_throw(inputs[i], "graph input");
+      const at::Tensor* t = &inputs[i];
+      if (t->is_conj() || t->is_neg()) {
+        resolved.push_back(t->resolve_conj().resolve_neg());
+        t = &resolved.back();
+      }
+      views[i] = view_or_throw(*t, "graph input");
     }
     c10::Device dev(DeviceType::PrivateUse1, device);
     std::vector<int64_t> keys(tp_graph_random_count(g) + 1);

@@ -187,6 +187,36 @@ def test_cpu_scalar_arithmetic_feeding_device_work_runs_inside_the_program():
     assert (s["host_ops"], s["splits"], s["partitions"]) == (0, {}, 1), s
 
 
+def test_complex_rope_forward_and_backward_match_cpu():
+    """Llama's rotary embedding as TorchTitan writes it (view_as_complex, a complex multiply,
+    view_as_real). Its backward multiplies by _conj(freqs): the conjugate was once dropped in a
+    compiled graph (the gradient off by a rotation), which eager and CPU do not do."""
+    def rope(x, freqs):
+        xc = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(xc * freqs.view(1, 8, 1, 8)).flatten(3).type_as(x)
+
+    torch.manual_seed(0)
+    x, g = torch.randn(2, 8, 4, 16), torch.randn(2, 8, 4, 16)
+    freqs = torch.polar(torch.ones(8, 8), torch.randn(8, 8))
+    grads = {}
+    for dev, fn in (("cpu", rope), ("tpu", torch.compile(rope, backend="tpu"))):
+        xx = x.clone().to(dev).requires_grad_()
+        y = fn(xx, freqs.to(dev))
+        (y * g.to(dev)).sum().backward()
+        grads[dev] = (y.detach(), xx.grad)
+    for got, want in zip(grads["tpu"], grads["cpu"]):
+        assert_same(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bit", ["conj", "neg"])
+def test_inputs_with_lazy_conjugate_or_negative_bits_are_read_as_their_values(bit):
+    z = torch.randn(6, dtype=torch.complex64)
+    make = (lambda t: t.conj()) if bit == "conj" else torch._neg_view
+    f = torch.compile(lambda a, b: a * 2 + b, backend="tpu")
+    got = f(make(z.to("tpu")), z.to("tpu"))
+    assert_same(got, make(z) * 2 + z, atol=1e-6, rtol=1e-6)
+
+
 def test_unsupported_op_splits_the_graph_and_is_reported(quiet_fallbacks):
     def f(x):
         y = torch.linalg.matrix_exp(x * 2)  # no native lowering: runs eagerly (on CPU)

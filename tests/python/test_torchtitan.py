@@ -41,14 +41,22 @@ def _assert_trains_like_cpu(tpu, cpu):
     assert all(l == l and l < 1e9 for l in losses) and losses[-1] < losses[0], losses
     for s in tpu:  # the same steps, the same data, the same start: float32 rounding apart
         assert abs(tpu[s][0] - cpu[s][0]) <= 1e-3 * abs(cpu[s][0]), (s, tpu[s], cpu[s])
-        assert abs(tpu[s][1] - cpu[s][1]) <= 1e-2 * abs(cpu[s][1]), (s, tpu[s], cpu[s])
+        assert abs(tpu[s][1] - cpu[s][1]) <= 1e-3 * abs(cpu[s][1]), (s, tpu[s], cpu[s])
+
+
+_CPU = {}  # nproc -> the CPU run from the seed, shared by the tests that compare with it
+
+
+def _cpu(workdir, nproc):
+    if nproc not in _CPU:
+        _CPU[nproc] = _train(workdir, "cpu", nproc, *_from_seed(workdir, f"cpu{nproc}"))[0]
+    return _CPU[nproc]
 
 
 @pytest.mark.parametrize("nproc", [1, 2], ids=["1-process", "2-processes-fsdp"])
 def test_torchtitan_trains_on_tpu_as_on_cpu(workdir, nproc):
     tpu, report, out = _train(workdir, "tpu", nproc, *_from_seed(workdir, f"tpu{nproc}"))
-    cpu, _, _ = _train(workdir, "cpu", nproc, *_from_seed(workdir, f"cpu{nproc}"))
-    _assert_trains_like_cpu(tpu, cpu)
+    _assert_trains_like_cpu(tpu, _cpu(workdir, nproc))
     assert "TPU capacity" in out and "mfu:" in out  # TorchTitan's memory and MFU log lines
     # Nothing falls back (RoPE's torch._assert_async is checked on the device).
     assert not report["fallbacks"], report
@@ -64,3 +72,13 @@ def test_torchtitan_trains_on_tpu_as_on_cpu(workdir, nproc):
         assert sorted(again) == [3, 4], again
         for s in again:
             assert abs(again[s][0] - tpu[s][0]) <= 1e-5 * abs(tpu[s][0]), (s, again[s], tpu[s])
+
+
+def test_torchtitan_compiled_trains_on_tpu_as_on_cpu(workdir):
+    """--compile.enable (each transformer block compiled whole, FlexAttention inside) against the
+    same steps on CPU eager: the gradient norms agree as closely as eager's do. RoPE's complex
+    multiply once had a wrong backward in compiled graphs (the conjugate of its _conj was
+    dropped): gradients off by about 1%, and after 100 steps a loss of 1.41 against CPU's 0.90."""
+    tpu, report, _ = _train(workdir, "tpu", 1, "--compile.enable", *_from_seed(workdir, "tpu1c"))
+    _assert_trains_like_cpu(tpu, _cpu(workdir, 1))
+    assert not report["fallbacks"], report
