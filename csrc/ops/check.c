@@ -23,15 +23,14 @@ tp_status_t *tp_infer_assert_async(const tp_op_def_t *op, tp_op_arg_t *args, int
       return tp_make_status(TP_UNIMPLEMENTED, "%s: expects a message", op->name);
     message = args[1].text ? args[1].text : args[1].s;
   }
-  /* The message becomes its check code, a program input: one program serves every message. */
-  tp_op_arg_t *code = &args[n_args > 1 ? 1 : 0];
+  /* Registered on every call (a program from the disk cache never runs emit); with a message,
+   * its code becomes a program input, so one program serves every message. */
+  int32_t code = tp_check_register(message);
   if (n_args > 1) {
-    memset(code, 0, sizeof(*code));
-    code->kind = TP_ARG_SCALAR;
-    code->meta.dtype = code->scalar_dtype = TP_DTYPE_I32;
-    code->i = tp_check_register(message);
-  } else {
-    tp_check_register(message);
+    memset(&args[1], 0, sizeof(args[1]));
+    args[1].kind = TP_ARG_SCALAR;
+    args[1].meta.dtype = args[1].scalar_dtype = TP_DTYPE_I32;
+    args[1].i = code;
   }
   *n_out = 0;
   return NULL;
