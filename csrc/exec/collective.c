@@ -193,7 +193,9 @@ static tp_status_t *plan(const tp_collective_t *c, program_t *p, int *devices,
 static bool direct(const tp_view_t *v) {
   tp_storage_t *s = v->storage;
   tp_dtype_t sdt = tp_dtype_storage(v->dtype);
-  return tp_view_is_whole(v) && (!tp_storage_buffer(s) || tp_storage_buffer_dtype(s) == sdt);
+  return tp_view_is_whole(v) &&
+         (!tp_storage_buffer(s) || (tp_storage_buffer_dtype(s) == sdt &&
+                                    tp_storage_buffer_numel(s) == tp_storage_elems(s, sdt)));
 }
 
 tp_status_t *tp_exec_collective(const tp_collective_t *c) {
@@ -235,7 +237,7 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
     tp_key_put(&key, devices, sizeof(int) * (size_t)n);
     char what[64];
     snprintf(what, sizeof(what), "%s(%d devices)", kKindNames[p.kind], n);
-    tp_exec_origin_t origin = {what, c->inputs, 1};
+    tp_exec_origin_t origin = {what, c->inputs, 1, false};
     build_ctx_t ctx = {&p, combine};
     tp_executable_t *exe = NULL;
     bool compiled;

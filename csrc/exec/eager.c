@@ -1,6 +1,7 @@
 /* The eager executor: signature -> cached executable -> one PJRT execute. See eager.h. */
 #include "exec/eager.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/exec.h"
@@ -20,6 +21,7 @@ typedef struct {
   int64_t numel;
   int param;       /* parameter index, or -1 */
   int output;      /* output index, or -1 */
+  bool retyped;    /* an output writes it as another dtype than its buffer's */
   tp_dtype_t new_dtype; /* buffer dtype after the program */
   int64_t new_numel;
 } slot_t;
@@ -62,7 +64,12 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
   tp_hlo_value_t arrays[MAX_STORAGES];
   for (int i = 0; i < p->n_slots; i++) {
     const slot_t *sl = &p->slots[i];
-    if (sl->param >= 0) arrays[i] = tp_hlo_param(b, sl->dtype, 1, &sl->numel, sl->output);
+    /* A storage the program reads and replaces gives its buffer to the result when the two
+     * are the same size (a buffer longer than its storage, bucket.h, is replaced by one that
+     * is not). */
+    bool donate = sl->output >= 0 && (size_t)sl->numel * tp_dtype_size(sl->dtype) ==
+                                         (size_t)sl->new_numel * tp_dtype_size(sl->new_dtype);
+    if (sl->param >= 0) arrays[i] = tp_hlo_param(b, sl->dtype, 1, &sl->numel, donate ? sl->output : -1);
   }
   tp_op_arg_t op_args[TP_MAX_ARGS];
   tp_hlo_value_t in[TP_MAX_ARGS];
@@ -159,6 +166,7 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     sl->written = true;
     sl->new_dtype = tp_dtype_storage(outs[k].dtype);
     sl->new_numel = tp_storage_elems(sl->storage, sl->new_dtype);
+    sl->retyped = sl->retyped || !sl->has_buffer || outs[k].dtype != sl->dtype;
     if ((size_t)tp_storage_elems(sl->storage, outs[k].dtype) * tp_dtype_size(outs[k].dtype) !=
         tp_storage_nbytes(sl->storage))
       return tp_make_status(TP_UNIMPLEMENTED,
@@ -167,6 +175,9 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
   }
   for (int i = 0; i < p->n_slots; i++) {
     slot_t *sl = &p->slots[i];
+    /* Partial writes of a buffer in its own type keep its length (it may hold more elements
+     * than the storage: bucket.h); anything else leaves exactly the storage. */
+    if (sl->partial && !sl->retyped) sl->new_numel = sl->numel;
     if (sl->has_buffer && (sl->read || sl->partial)) sl->param = p->n_params++;
     if (sl->written) sl->output = p->n_outputs++;
   }
@@ -182,6 +193,7 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     tp_key_put_i64(sig, sl->param);
     tp_key_put_i64(sig, sl->output);
     tp_key_put_i64(sig, sl->partial);
+    tp_key_put_i64(sig, (int64_t)tp_storage_nbytes(sl->storage));
   }
   for (int i = 0; i < n_args; i++) {
     /* A scalar's value is an input of the program, not part of it. */
@@ -247,7 +259,7 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
   TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));
   tp_view_t views[TP_MAX_ARGS];
-  tp_exec_origin_t origin = {d->name, NULL, 0};
+  tp_exec_origin_t origin = {d->name, NULL, 0, false};
   build_ctx_t ctx = {d, args, n_args, out_metas, outs, n_out, &p, &origin, views};
   tp_executable_t *exe = NULL;
   bool compiled;
@@ -474,8 +486,18 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
                 (!buf || tp_storage_buffer_dtype(src->storage) == tp_dtype_storage(src->dtype));
   if (direct) {
     tp_status_t *st = NULL;
-    if (!buf) memset(data, 0, nbytes);
-    else st = tp_status_annotate(tp_buffer_to_host(tp_exec_client(), buf, data, nbytes), "reading tpu tensor");
+    /* A buffer may hold more than its storage (bucket.h): all of it comes over, the front kept. */
+    size_t held = buf ? (size_t)tp_storage_buffer_numel(src->storage) *
+                            tp_dtype_size(tp_storage_buffer_dtype(src->storage))
+                      : nbytes;
+    void *to = held > nbytes ? malloc(held) : data;
+    if (!to) st = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory (%zu bytes)", held);
+    else if (!buf) memset(data, 0, nbytes);
+    else st = tp_status_annotate(tp_buffer_to_host(tp_exec_client(), buf, to, held), "reading tpu tensor");
+    if (to && to != data) {
+      if (!st) memcpy(data, to, nbytes);
+      free(to);
+    }
     tp_exec_unlock();
     return st;
   }

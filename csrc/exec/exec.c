@@ -178,8 +178,8 @@ static void note_compile(const tp_exec_origin_t *o, double ms) {
   if (!log_compiles()) return;
   char shapes[1024];
   describe_inputs(o, false, shapes, sizeof(shapes));
-  fprintf(stderr, "torch_pjrt: compile %s (%s): %s, %.1f ms\n", o->what, shapes,
-          again ? "new shapes" : "first", ms);
+  fprintf(stderr, "torch_pjrt: compile %s (%s): %s%s, %.1f ms\n", o->what, shapes,
+          again ? "new shapes" : "first", o->bucketed ? ", bucket" : "", ms);
 }
 
 tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,

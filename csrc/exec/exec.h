@@ -59,6 +59,7 @@ typedef struct {
   const char *what;
   const tp_view_t *inputs;
   int n_inputs;
+  bool bucketed; /* a bucket's program (exec/bucket.h): |inputs| carry the bucket's sizes */
 } tp_exec_origin_t;
 
 /* The executable for program key |key| (|hash| its tp_hash_bytes): from the cache, else built by

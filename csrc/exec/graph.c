@@ -305,7 +305,8 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     for (int s = 0; s < n_slots; s++) {
       const tp_storage_t *sg = slots[s].storage;
       tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_dtype(sg) : -1);
-      tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_numel(sg) : (int64_t)tp_storage_nbytes(sg));
+      tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_numel(sg) : -1);
+      tp_key_put_i64(k, (int64_t)tp_storage_nbytes(sg));
     }
     if (k->failed) st = oom();
   }
@@ -319,7 +320,7 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
     build_ctx_t ctx = {g, inputs, slots, n_slots, input_slot};
     char what[48];
     snprintf(what, sizeof(what), "graph of %d ops", g->n_nodes);
-    tp_exec_origin_t origin = {what, inputs, g->n_inputs};
+    tp_exec_origin_t origin = {what, inputs, g->n_inputs, false};
     st = tp_exec_program(g->key.data, g->key.len, tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull),
                          build_graph, &ctx, &origin,
                          &(tp_compile_options_t){.backend_opt_level = -1}, &exe, &out->compiled);

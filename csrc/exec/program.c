@@ -117,7 +117,14 @@ tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dty
 
 tp_hlo_value_t tp_program_storage(tp_hlo_builder_t *b, const tp_hlo_value_t *param,
                                   const tp_storage_t *s, tp_dtype_t dtype) {
-  if (param) return tp_program_as_dtype(b, *param, dtype, (int64_t)tp_storage_nbytes(s));
+  if (param) {
+    /* A buffer may hold more elements than the storage (bucket.h): reinterpreting its type
+     * starts from the storage's own. */
+    tp_hlo_value_t x = *param;
+    int64_t own = tp_storage_elems(s, x.dtype), one = 1, zero = 0;
+    if (x.dtype != dtype && x.dims[0] > own) x = tp_hlo_slice(b, x, &zero, &own, &one);
+    return tp_program_as_dtype(b, x, dtype, (int64_t)tp_storage_nbytes(s));
+  }
   int64_t n = tp_storage_elems(s, dtype);
   return tp_hlo_broadcast_to(b, tp_hlo_constant(b, dtype, 0), 1, &n);
 }

@@ -202,7 +202,7 @@ void resize_storage(const c10::Storage& storage, size_t nbytes) {
     src.storage = old;
     src.dtype = tp_storage_buffer_dtype(old);
     src.ndim = 1;
-    src.sizes[0] = std::min<int64_t>(tp_storage_buffer_numel(old),
+    src.sizes[0] = std::min<int64_t>(tp_storage_elems(old, src.dtype),
                                      static_cast<int64_t>(nbytes / tp_dtype_size(src.dtype)));
     src.strides[0] = 1;
     tp_view_t dst = src;
