@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/bucket.h"
 #include "exec/eager.h"
 #include "exec/exec.h"
 #include "exec/key.h"
@@ -211,6 +212,7 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
   tp_storage_t *temp_in[MAX_PARTICIPANTS] = {NULL}, *temp_out[MAX_PARTICIPANTS] = {NULL};
   tp_view_t in_v[MAX_PARTICIPANTS], out_v[MAX_PARTICIPANTS];
   tp_status_t *st = NULL;
+  bool was_paused = tp_bucket_pause(true); /* the temporaries' buffers must be exactly dense */
   for (int r = 0; r < n && !st; r++) {
     in_v[r] = c->inputs[r];
     out_v[r] = c->outputs[r];
@@ -221,6 +223,7 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
     if (!st && !direct(&c->outputs[r]))
       st = tp_eager_temp_storage(devices[r], out_v[r].dtype, &c->outputs[r], &temp_out[r], &out_v[r]);
   }
+  tp_bucket_pause(was_paused);
   if (!st) {
     tp_exec_lock();
     int can_in = 0, can_out = 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/bucket.h"
 #include "exec/exec.h"
 #include "exec/key.h"
 #include "exec/program.h"
@@ -255,6 +256,10 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
                             d->name, tp_storage_device(outs[k].storage), device);
     device = tp_storage_device(outs[k].storage);
   }
+  bool bucketed = false;
+  TP_RETURN_IF_ERROR(tp_bucket_run(op, args, n_args, out_metas, outs, n_out, device < 0 ? 0 : device,
+                                   &bucketed));
+  if (bucketed) return NULL;
   static plan_t p;
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
   TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));

@@ -252,6 +252,9 @@ TP_DECLARE_OP(tp_infer_threshold_backward, tp_emit_threshold_backward)
 TP_DECLARE_OP(tp_infer_shift, tp_emit_shift)
 /* reduce.c */
 TP_DECLARE_OP(tp_infer_reduce, tp_emit_reduce)
+/* The dims a reduction row's call reduces (mask over args[0]'s dims); false when its arguments do
+ * not parse (bucket.c). */
+bool tp_reduce_dims(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, bool *mask);
 TP_DECLARE_OP(tp_infer_equal, tp_emit_equal)
 TP_DECLARE_OP(tp_infer_logcumsumexp, tp_emit_logcumsumexp)
 /* softmax.c */

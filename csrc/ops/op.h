@@ -154,6 +154,27 @@ extern const tp_op_def_t tp_op_table[];
 extern const int tp_op_count;
 /* The layout rule of |op|'s fresh outputs, by its family (layout.c). */
 tp_layout_t tp_op_layout(const tp_op_def_t *op);
+/* How a call of a row may run on padded values (exec/bucket.h: a program compiled for a shape
+ * bucket serves every shape inside it): what the padding of its tensor arguments must read as so
+ * that the values it computes at the live positions equal the unpadded call's. NONE: the call
+ * cannot (the row's family is not bucketed, or a padded dim is one it reduces in a way no fill
+ * value makes exact, like mean's count). ANY: nothing at a live position reads padding
+ * (elementwise ops, reductions over unpadded dims). Otherwise padding reads as 0 (sums,
+ * contractions: 0 * 0 adds nothing), 1 (products, all), the lowest value (maxima, softmax: -inf
+ * adds exp(-inf) = 0) or the highest (minima); bool as false/true alike. */
+typedef enum { TP_PAD_NONE, TP_PAD_ANY, TP_PAD_ZERO, TP_PAD_ONE, TP_PAD_LOWEST, TP_PAD_HIGHEST } tp_pad_t;
+/* |padded[i]|: a bit per dim of argument i that is padded (bucket.c). */
+tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                   const uint32_t *padded);
+/* Whether the call treats the first |k| dims of its outputs as rows: each output row comes from
+ * the same row of each argument that has those dims (its first k dims, sizes equal) and from
+ * the other arguments whole, so the rows may be taken in any consistent order and padding rows
+ * reach only padding rows. Elementwise ops (any k; an argument without the row dims broadcasts
+ * over them), layer norm, softmax and reductions over later dims, and a matrix product's rows
+ * (k = 1). *whole (a bit per argument) gets the arguments taken whole although they have k
+ * leading dims (a matrix product's right operand). */
+bool tp_op_rowwise(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, int k,
+                   uint32_t *whole);
 /* Binary search by functional, in-place or out name; returns the index or -1.
  * *out_variant (may be NULL) says which of the row's forms |name| is. */
 typedef enum { TP_VARIANT_FUNCTIONAL, TP_VARIANT_INPLACE, TP_VARIANT_OUT } tp_op_variant_t;

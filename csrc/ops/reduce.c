@@ -107,6 +107,18 @@ static tp_status_t *parse_reduction(const tp_op_def_t *op, const tp_op_arg_t *ar
   return NULL;
 }
 
+bool tp_reduce_dims(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, bool *mask) {
+  reduction_t r;
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR) return false;
+  tp_status_t *st = parse_reduction(op, args, n_args, &r);
+  if (st) {
+    tp_status_free(st);
+    return false;
+  }
+  memcpy(mask, r.mask, sizeof(bool) * (size_t)args[0].meta.ndim);
+  return true;
+}
+
 static bool cumulative(int code) {
   return code == TP_R_CUMSUM || code == TP_R_CUMPROD || code_is_cumext(code);
 }

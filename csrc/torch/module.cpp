@@ -5,6 +5,7 @@
 #include "torch/glue.h"
 
 extern "C" {
+#include "exec/bucket.h"
 #include "runtime/executable.h"
 }
 
@@ -37,6 +38,8 @@ py::dict stats() {
   d["executes"] = s.executes;
   d["compile_seconds"] = s.compile_seconds;
   d["compiles_new_shape"] = tp_exec_new_shape_compiles();
+  d["compiles_bucketed"] = tp_bucket_compiles();
+  d["bucketed_calls"] = tp_bucket_calls();
   py::dict fb;
   for (const auto& [name, n] : fallback_counts()) fb[py::str(name)] = n;
   d["fallbacks"] = fb;
@@ -50,6 +53,7 @@ py::dict stats() {
 void reset_stats() {
   if (tp_exec_client()) tp_runtime_stats_reset(tp_exec_client());
   tp_exec_reset_new_shape_compiles();
+  tp_bucket_reset_stats();
   reset_graph_stats();
   reset_fallback_counts();
 }

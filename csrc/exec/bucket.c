@@ -1,0 +1,619 @@
+/* Shape buckets in eager mode. See bucket.h. */
+#include "exec/bucket.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "exec/key.h"
+#include "exec/program.h"
+#include "exec/scalars.h"
+
+/* ---- the policy ---- */
+
+#define MAX_LIST 32
+static struct {
+  bool read, off;
+  int64_t floor; /* pow2: the smallest bucket */
+  int n;         /* list: its sizes, ascending */
+  int64_t list[MAX_LIST];
+} g_policy;
+
+static void read_policy(void) {
+  if (g_policy.read) return;
+  g_policy.read = true;
+  g_policy.floor = 16;
+  const char *v = getenv("TORCH_PJRT_SHAPE_BUCKETS");
+  if (!v || !*v || strcmp(v, "pow2") == 0) return;
+  if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0 || strcmp(v, "exact") == 0) {
+    g_policy.off = true;
+    return;
+  }
+  if (strncmp(v, "pow2:", 5) == 0) {
+    long long f = atoll(v + 5);
+    g_policy.floor = f > 1 ? f : 1;
+    return;
+  }
+  /* A list: ascending sizes; anything unparsable turns buckets off rather than guess. */
+  const char *p = v;
+  while (*p && g_policy.n < MAX_LIST) {
+    char *end = NULL;
+    long long s = strtoll(p, &end, 10);
+    if (end == p || s < 1 || (g_policy.n && s <= g_policy.list[g_policy.n - 1])) {
+      g_policy.off = true;
+      return;
+    }
+    g_policy.list[g_policy.n++] = s;
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') {
+      g_policy.off = true;
+      return;
+    }
+  }
+  g_policy.floor = 1;
+}
+
+bool tp_bucket_enabled(void) {
+  read_policy();
+  return !g_policy.off;
+}
+
+int64_t tp_bucket_size(int64_t size) {
+  read_policy();
+  if (g_policy.off || size <= 1) return size;
+  for (int i = 0; i < g_policy.n; i++)
+    if (size <= g_policy.list[i]) return g_policy.list[i];
+  int64_t b = g_policy.floor;
+  while (b < size) b *= 2;
+  return b;
+}
+
+static _Thread_local bool t_paused;
+bool tp_bucket_pause(bool paused) {
+  bool was = t_paused;
+  t_paused = paused;
+  return was;
+}
+
+static int64_t g_calls, g_compiles;
+int64_t tp_bucket_calls(void) { return g_calls; }
+int64_t tp_bucket_compiles(void) { return g_compiles; }
+void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
+
+/* ---- which dims vary: per site, the sizes it first ran with ----
+ * A site is a kind of call (its op, argument dtypes and ranks, non-tensor arguments: everything
+ * but sizes) in the context of the kinds of the CONTEXT calls just before it. Eager mode has no call
+ * sites, but a model's forward runs the same sequence of kinds whatever the sequence length, so
+ * the context tells apart, say, the attention's input projection from its output projection:
+ * each keeps its own sizes, and only a dim that changes at one site is padded there. */
+
+#define SITES 4096
+typedef struct {
+  uint64_t hash; /* 0: empty */
+  int n;         /* tensor dims of the call, all arguments */
+  int64_t *first;
+  uint32_t *varying; /* per argument, a bit per dim */
+} site_t;
+static site_t g_sites[SITES];
+
+/* The call's kind: everything but its tensors' sizes, strides and offsets. */
+static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const tp_view_t *outs,
+                          int n_out) {
+  static tp_key_t k;
+  k.len = 0;
+  tp_key_put_i64(&k, op);
+  tp_key_put_i64(&k, n_args);
+  for (int i = 0; i < n_args; i++) {
+    tp_key_put_arg(&k, &args[i].arg, false);
+    if (args[i].arg.kind == TP_ARG_TENSOR) {
+      tp_key_put_i64(&k, args[i].view.dtype);
+      tp_key_put_i64(&k, args[i].view.ndim);
+    }
+  }
+  for (int j = 0; j < n_out; j++) {
+    tp_key_put_i64(&k, outs[j].dtype);
+    tp_key_put_i64(&k, outs[j].ndim);
+  }
+  if (k.failed) return 0;
+  return tp_hash_bytes(k.data, k.len, 0x6275636b) | 1;
+}
+
+#define CONTEXT 2
+static uint64_t g_recent[CONTEXT]; /* the kinds of the last calls, newest first */
+
+/* The site of a call of kind |kind|; then |kind| becomes the newest of the context. */
+static uint64_t site_of(uint64_t kind) {
+  uint64_t h = kind;
+  for (int i = 0; i < CONTEXT; i++) h = (h ^ g_recent[i]) * 0x100000001b3ull;
+  memmove(&g_recent[1], &g_recent[0], sizeof(uint64_t) * (CONTEXT - 1));
+  g_recent[0] = kind;
+  return h | 1;
+}
+
+/* Records the call's sizes under its site |h| and fills |padded| (per argument, the dims whose
+ * size has changed there); false when none has, when the sizes are the site's first (whose exact
+ * program exists), or when the table of sites is full. */
+static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t *padded) {
+  memset(padded, 0, sizeof(uint32_t) * (size_t)n_args);
+  int n = 0;
+  for (int i = 0; i < n_args; i++)
+    if (args[i].arg.kind == TP_ARG_TENSOR) n += args[i].view.ndim;
+  site_t *kd = NULL;
+  for (size_t i = 0; i < SITES; i++) {
+    site_t *s = &g_sites[(h + i) % SITES];
+    if (s->hash == h) {
+      kd = s;
+      break;
+    }
+    if (s->hash == 0) {
+      s->first = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+      s->varying = calloc((size_t)n_args, sizeof(uint32_t));
+      if (!s->first || !s->varying) {
+        free(s->first), free(s->varying);
+        s->first = NULL, s->varying = NULL;
+        return false;
+      }
+      s->hash = h;
+      s->n = n;
+      for (int a = 0, at = 0; a < n_args; a++)
+        if (args[a].arg.kind == TP_ARG_TENSOR)
+          for (int d = 0; d < args[a].view.ndim; d++) s->first[at++] = args[a].view.sizes[d];
+      return false; /* the first call at a site runs exactly */
+    }
+  }
+  if (!kd || kd->n != n) return false; /* full, or a hash collision */
+  bool any = false, first = true;
+  for (int a = 0, at = 0; a < n_args; a++) {
+    if (args[a].arg.kind != TP_ARG_TENSOR) continue;
+    for (int d = 0; d < args[a].view.ndim; d++, at++)
+      if (args[a].view.sizes[d] != kd->first[at]) {
+        kd->varying[a] |= 1u << d;
+        first = false;
+      }
+    padded[a] = kd->varying[a];
+    /* Sizes 0 and 1 stay exact (0: nothing to pad; 1 may broadcast). */
+    for (int d = 0; d < args[a].view.ndim; d++)
+      if (args[a].view.sizes[d] <= 1) padded[a] &= ~(1u << d);
+    any = any || padded[a];
+  }
+  return any && !first; /* the first sizes again: the exact program they compiled */
+}
+
+/* ---- the bucketed program ---- */
+
+typedef struct {
+  const tp_op_def_t *op;
+  const tp_op_arg_t *bargs; /* the arguments at the bucket's sizes */
+  const tp_eager_arg_t *args;
+  int n_args;
+  const uint32_t *padded;
+  tp_pad_t fill;
+  const tp_meta_t *bmeta; /* outputs at the bucket's sizes */
+  const tp_view_t *outs;
+  int n_out;
+  tp_storage_t *const *storages; /* the distinct storages read, in parameter order */
+  const int *arg_param;          /* tensor argument -> parameter */
+  int n_params;
+  int64_t n_layout;
+  tp_dtype_t it; /* index type */
+  const int64_t *caps; /* per output: its buffer's elements */
+  tp_exec_origin_t *origin;
+  tp_view_t *views;
+  bool flat;        /* rows taken from the storages' fronts as they lie (see flat_rows) */
+  const bool *row;  /* flat: the arguments read as rows */
+} build_t;
+
+/* Element |i| of the layout vector, broadcast to |dims|. */
+static tp_hlo_value_t lay(tp_hlo_builder_t *b, tp_hlo_value_t layout, int64_t i, int ndim,
+                          const int64_t *dims) {
+  int64_t lo = i, hi = i + 1, one = 1;
+  tp_hlo_value_t s = tp_hlo_reshape(b, tp_hlo_slice(b, layout, &lo, &hi, &one), 0, NULL);
+  return tp_hlo_broadcast_to(b, s, ndim, dims);
+}
+
+static tp_hlo_value_t fill_value(tp_hlo_builder_t *b, tp_dtype_t dt, tp_pad_t fill) {
+  bool high = fill == TP_PAD_HIGHEST;
+  if (fill == TP_PAD_ZERO || fill == TP_PAD_ONE) {
+    return tp_dtype_is_float(dt) ? tp_hlo_constant(b, dt, fill == TP_PAD_ONE)
+                                 : tp_hlo_constant_i(b, dt, fill == TP_PAD_ONE);
+  }
+  if (tp_dtype_is_float(dt)) return tp_hlo_constant(b, dt, high ? INFINITY : -INFINITY);
+  if (dt == TP_DTYPE_BOOL) return tp_hlo_constant_i(b, dt, high);
+  int bits = (int)tp_dtype_size(dt) * 8;
+  bool is_unsigned = dt == TP_DTYPE_U8;
+  if (is_unsigned) return tp_hlo_constant_i(b, dt, high ? (1 << bits) - 1 : 0);
+  int64_t max = bits == 64 ? INT64_MAX : ((int64_t)1 << (bits - 1)) - 1;
+  return tp_hlo_constant_i(b, dt, high ? max : -max - 1);
+}
+
+/* Tensor argument |a| (at layout position *at: offset, then live size and stride per dim) read
+ * at the bucket's sizes |dims| out of the 1-D storage |x|. */
+static tp_hlo_value_t read_arg(const build_t *c, tp_hlo_builder_t *b, tp_hlo_value_t x,
+                               tp_hlo_value_t layout, int64_t *at, int ndim, const int64_t *dims,
+                               uint32_t padded) {
+  tp_dtype_t it = c->it;
+  tp_hlo_value_t idx = lay(b, layout, (*at)++, ndim, dims), valid = {0};
+  bool have_valid = false;
+  for (int d = 0; d < ndim; d++) {
+    tp_hlo_value_t live = lay(b, layout, (*at)++, ndim, dims);
+    tp_hlo_value_t stride = lay(b, layout, (*at)++, ndim, dims);
+    if (dims[d] == 1) continue;
+    tp_hlo_value_t io = tp_hlo_iota(b, it, ndim, dims, d);
+    idx = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, io, stride));
+    if (!(padded >> d & 1)) continue;
+    tp_hlo_value_t in = tp_hlo_compare(b, TP_CMP_LT, io, live);
+    valid = have_valid ? tp_hlo_binary(b, TP_HLO_AND, valid, in) : in;
+    have_valid = true;
+  }
+  if (!have_valid) return tp_hlo_gather_1d(b, x, idx);
+  /* Padding reads element 0 (in bounds), then the fill where the row needs one. */
+  tp_hlo_value_t v = tp_hlo_gather_1d(
+      b, x, tp_hlo_select(b, valid, idx, tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, 0), ndim, dims)));
+  if (c->fill == TP_PAD_ANY) return v;
+  return tp_hlo_select(b, valid, v, tp_hlo_broadcast_to(b, fill_value(b, x.dtype, c->fill), ndim, dims));
+}
+
+/* |r| (the bucket's sizes) laid out as output |o| (dense, whole) with its live sizes and strides
+ * (layout at *at: live numel, then live size and stride per dim), at the front of a 1-D buffer of
+ * |cap| elements: flat position p holds r at ((p / stride_d) % live_d)_d, p < numel. */
+static tp_hlo_value_t write_out(const build_t *c, tp_hlo_builder_t *b, tp_hlo_value_t r,
+                                tp_hlo_value_t layout, int64_t *at, int64_t cap) {
+  tp_dtype_t it = c->it;
+  int nd = r.ndim;
+  int64_t flat = tp_hlo_numel(&r);
+  tp_hlo_value_t p = tp_hlo_iota(b, it, 1, &cap, 0);
+  tp_hlo_value_t valid = tp_hlo_compare(b, TP_CMP_LT, p, lay(b, layout, (*at)++, 1, &cap));
+  tp_hlo_value_t src = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, 0), 1, &cap);
+  int64_t bstride = flat;
+  for (int d = 0; d < nd; d++) {
+    tp_hlo_value_t live = lay(b, layout, (*at)++, 1, &cap);
+    tp_hlo_value_t stride = lay(b, layout, (*at)++, 1, &cap);
+    bstride /= r.dims[d] ? r.dims[d] : 1;
+    if (r.dims[d] == 1) continue;
+    tp_hlo_value_t i = tp_hlo_binary(b, TP_HLO_REM, tp_hlo_binary(b, TP_HLO_DIV, p, stride), live);
+    src = tp_hlo_binary(b, TP_HLO_ADD, src,
+                        tp_hlo_binary(b, TP_HLO_MUL, i, tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, bstride), 1, &cap)));
+  }
+  src = tp_hlo_select(b, valid, src, tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, 0), 1, &cap));
+  return tp_hlo_gather_1d(b, tp_hlo_reshape(b, r, 1, &flat), src);
+}
+
+static tp_status_t *build(void *ctx, char **out_text) {
+  const build_t *c = ctx;
+  c->origin->inputs = c->views;
+  tp_hlo_builder_t *b = NULL;
+  TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
+  tp_hlo_value_t params[TP_MAX_ARGS];
+  for (int i = 0; i < c->n_params; i++) {
+    int64_t n = tp_storage_buffer_numel(c->storages[i]);
+    params[i] = tp_hlo_param(b, tp_storage_buffer_dtype(c->storages[i]), 1, &n, -1);
+  }
+  tp_hlo_value_t layout = {0};
+  if (!c->flat) layout = tp_hlo_param(b, c->it, 1, &c->n_layout, -1);
+  tp_hlo_value_t in[TP_MAX_ARGS];
+  memset(in, 0, sizeof(in));
+  int64_t at = 0;
+  for (int i = 0; i < c->n_args; i++) {
+    const tp_op_arg_t *a = &c->bargs[i];
+    const tp_view_t *v = &c->args[i].view;
+    if (a->kind == TP_ARG_SCALAR) {
+      in[i] = tp_hlo_param(b, a->scalar_dtype, 0, NULL, -1);
+    } else if (a->kind == TP_ARG_TENSOR && c->flat && !c->row[i]) { /* read as it lies */
+      const int p = c->arg_param[i];
+      in[i] = tp_program_read_view(b, tp_program_storage(b, p >= 0 ? &params[p] : NULL, v->storage,
+                                                         v->dtype), v);
+    } else if (a->kind == TP_ARG_TENSOR && c->flat && c->arg_param[i] >= 0) {
+      /* A row tensor: the bucket's worth of elements from the front, in the bucket's shape. */
+      int64_t n = 1, zero = 0, one = 1;
+      for (int d = 0; d < a->meta.ndim; d++) n *= a->meta.sizes[d];
+      in[i] = tp_hlo_reshape(b, tp_hlo_slice(b, params[c->arg_param[i]], &zero, &n, &one),
+                             a->meta.ndim, a->meta.sizes);
+    } else if (a->kind == TP_ARG_TENSOR && c->arg_param[i] < 0) { /* never written: zeros */
+      at += 1 + 2 * a->meta.ndim;
+      in[i] = tp_hlo_broadcast_to(b, fill_value(b, c->args[i].view.dtype, TP_PAD_ZERO),
+                                  a->meta.ndim, a->meta.sizes);
+    } else if (a->kind == TP_ARG_TENSOR) {
+      in[i] = read_arg(c, b, params[c->arg_param[i]], layout, &at, a->meta.ndim, a->meta.sizes,
+                       c->padded[i]);
+    }
+  }
+  tp_hlo_value_t results[TP_MAX_OUTS + 1];
+  c->op->emit(c->op, b, c->bargs, c->n_args, in, c->bmeta, results);
+  for (int k = 0; k < c->n_out; k++) {
+    tp_hlo_value_t r = tp_hlo_convert(b, results[k], c->outs[k].dtype);
+    results[k] = c->flat ? tp_hlo_reshape(b, r, 1, &c->caps[k])
+                         : write_out(c, b, r, layout, &at, c->caps[k]);
+  }
+  int n_results = c->n_out + tp_hlo_check_flag(b, &results[c->n_out]);
+  tp_status_t *st = tp_hlo_finish(b, results, n_results, out_text);
+  tp_hlo_builder_free(b);
+  return st;
+}
+
+/* Whether a tensor argument's storage can be read by a bucketed program: holding the view's own
+ * (real) dtype, or never written (zeros). */
+static bool readable(const tp_view_t *v) {
+  return !tp_dtype_is_complex(v->dtype) && tp_view_numel(v) > 0 &&
+         (!tp_storage_buffer(v->storage) || tp_storage_buffer_dtype(v->storage) == v->dtype);
+}
+
+/* The buffer length a bucketed program wants of a storage it reads through |v| at the bucket's
+ * sizes |bsizes|: the bucket's size of a whole view (what a bucketed program writing the tensor
+ * would have left), else the storage's own length rounded up as the policy rounds a size. Either
+ * stays the same across the live sizes of one bucket, so the program's key does too. */
+static int64_t wanted_length(const tp_view_t *v, const int64_t *bsizes) {
+  if (tp_view_is_whole(v)) {
+    int64_t n = 1;
+    for (int d = 0; d < v->ndim; d++) n *= bsizes[d];
+    return n;
+  }
+  return tp_bucket_size(tp_storage_elems(v->storage, v->dtype));
+}
+
+/* Gives storage |s| a buffer of |length| elements, its contents at the front (through the host:
+ * a copy rather than a program compiled for this one length). Waits for the work writing it. */
+static tp_status_t *regrow(tp_storage_t *s, int64_t length) {
+  tp_dtype_t dt = tp_storage_buffer_dtype(s);
+  int64_t held = tp_storage_buffer_numel(s);
+  size_t es = tp_dtype_size(dt);
+  char *host = calloc((size_t)length, es);
+  if (!host) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  PJRT_Buffer *grown = NULL;
+  tp_status_t *st = tp_buffer_to_host(tp_exec_client(), tp_storage_buffer(s), host, (size_t)held * es);
+  if (!st)
+    st = tp_buffer_from_host(tp_exec_client(), tp_storage_device(s), host, dt, 1, &length, &grown);
+  free(host);
+  if (!st) tp_storage_set_buffer(s, grown, dt, length);
+  return st;
+}
+
+/* Whether the call can run on the fronts of its storages as they lie, with no index arithmetic:
+ * the op is rowwise (ops/op.h: tp_op_rowwise) over the first k dims of its outputs, k covering
+ * every padded dim, and every tensor with those rows (each output, each padded argument) is a
+ * whole, row-major storage whose first k live sizes are the outputs'. Its live rows then lie at
+ * the front of its buffer in one order for all of them, which the program reads in the bucket's
+ * shape and writes back as it computed them. Fills |row| (the arguments read as rows). */
+static bool flat_rows(const tp_op_def_t *d, const tp_eager_arg_t *args, const tp_op_arg_t *bargs,
+                      int n_args, const uint32_t *padded, const tp_view_t *outs, int n_out,
+                      bool *row) {
+  int k = 0, nd = outs[0].ndim;
+  for (int i = 0; i < n_args; i++)
+    for (int dd = 0; dd < TP_MAX_DIMS; dd++)
+      if (padded[i] >> dd & 1 && dd + 1 > k) k = dd + 1;
+  uint32_t whole = 0;
+  if (k == 0 || nd < k || !tp_op_rowwise(d, bargs, n_args, k, &whole)) return false;
+  const int64_t *lead = outs[0].sizes;
+  for (int j = 0; j < n_out; j++)
+    if (!tp_view_is_whole(&outs[j]) || outs[j].ndim < k ||
+        memcmp(outs[j].sizes, lead, sizeof(int64_t) * (size_t)k) != 0)
+      return false;
+  for (int i = 0; i < n_args; i++) {
+    row[i] = false;
+    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
+    const tp_view_t *v = &args[i].view;
+    if (whole >> i & 1) {
+      if (padded[i]) return false;
+      continue;
+    }
+    if (padded[i]) {
+      if (v->ndim < k || !tp_view_is_whole(v) ||
+          memcmp(v->sizes, lead, sizeof(int64_t) * (size_t)k) != 0)
+        return false;
+      row[i] = true;
+      continue;
+    }
+    /* Broadcast over the rows: size 1 (or absent) in each row dim, the dims aligned right. */
+    int off = nd - v->ndim;
+    for (int dd = 0; dd < k; dd++)
+      if (dd - off >= 0 && v->sizes[dd - off] != 1) return false;
+  }
+  return true;
+}
+
+tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
+                           const tp_meta_t *out_metas, const tp_view_t *outs, int n_out,
+                           int device, bool *out_ran) {
+  *out_ran = false;
+  if (!tp_bucket_enabled() || t_paused) return NULL;
+  uint64_t kind = kind_hash(op, args, n_args, outs, n_out);
+  uint64_t site = site_of(kind); /* every call moves the context */
+  if (!kind || n_out < 1) return NULL;
+  const tp_op_def_t *d = &tp_op_table[op];
+  tp_op_arg_t bargs[TP_MAX_ARGS];
+  uint32_t padded[TP_MAX_ARGS] = {0};
+  for (int i = 0; i < n_args; i++) bargs[i] = args[i].arg;
+  if (tp_op_pad(d, bargs, n_args, padded) == TP_PAD_NONE) return NULL; /* not a bucketed row */
+  for (int i = 0; i < n_args; i++)
+    if (args[i].arg.kind == TP_ARG_TENSOR && !readable(&args[i].view)) return NULL;
+  for (int k = 0; k < n_out; k++) {
+    if (tp_dtype_is_complex(outs[k].dtype) || !tp_view_is_whole_permuted(&outs[k], NULL))
+      return NULL; /* a partial write keeps the rest of its storage: exact */
+    for (int j = 0; j < k; j++)
+      if (outs[j].storage == outs[k].storage) return NULL;
+  }
+  if (!observe(site, args, n_args, padded)) return NULL;
+  tp_pad_t fill = tp_op_pad(d, bargs, n_args, padded);
+  if (fill == TP_PAD_NONE) return NULL;
+  /* The call at the bucket's sizes, and its outputs there. */
+  for (int i = 0; i < n_args; i++)
+    for (int dd = 0; dd < bargs[i].meta.ndim; dd++)
+      if (padded[i] >> dd & 1) bargs[i].meta.sizes[dd] = tp_bucket_size(bargs[i].meta.sizes[dd]);
+  tp_meta_t bmeta[TP_MAX_OUTS];
+  int bn = 0;
+  memset(bmeta, 0, sizeof(bmeta));
+  tp_op_arg_t inferred[TP_MAX_ARGS];
+  memcpy(inferred, bargs, sizeof(tp_op_arg_t) * (size_t)n_args);
+  tp_status_t *ist = d->infer(d, inferred, n_args, bmeta, &bn);
+  if (ist) {
+    tp_status_free(ist);
+    return NULL;
+  }
+  if (bn != n_out) return NULL;
+  memcpy(bargs, inferred, sizeof(tp_op_arg_t) * (size_t)n_args); /* as infer refined them */
+  int64_t caps[TP_MAX_OUTS], big = 0;
+  for (int k = 0; k < n_out; k++) {
+    if (bmeta[k].ndim != out_metas[k].ndim || bmeta[k].dtype != out_metas[k].dtype) return NULL;
+    caps[k] = 1;
+    for (int dd = 0; dd < bmeta[k].ndim; dd++) {
+      if (bmeta[k].sizes[dd] < out_metas[k].sizes[dd]) return NULL;
+      caps[k] *= bmeta[k].sizes[dd];
+    }
+    if (caps[k] > big) big = caps[k];
+  }
+  bool row[TP_MAX_ARGS] = {false};
+  const bool flat = flat_rows(d, args, bargs, n_args, padded, outs, n_out, row);
+  /* Parameters: the distinct storages read. */
+  tp_storage_t *storages[TP_MAX_ARGS];
+  int arg_param[TP_MAX_ARGS], n_params = 0;
+  int64_t n_layout = 0;
+  for (int i = 0; i < n_args; i++) {
+    arg_param[i] = -1;
+    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(&args[i].view));
+    n_layout += 1 + 2 * args[i].view.ndim;
+    if (!tp_storage_buffer(args[i].view.storage)) continue; /* reads as zeros */
+    int64_t want = flat && !row[i] ? 0 : wanted_length(&args[i].view, bargs[i].meta.sizes);
+    if (tp_storage_buffer_numel(args[i].view.storage) < want)
+      TP_RETURN_IF_ERROR(regrow(args[i].view.storage, want));
+    for (int j = 0; j < n_params && arg_param[i] < 0; j++)
+      if (storages[j] == args[i].view.storage) arg_param[i] = j;
+    if (arg_param[i] < 0) {
+      arg_param[i] = n_params;
+      storages[n_params++] = args[i].view.storage;
+    }
+    int64_t numel = 1;
+    for (int dd = 0; dd < bargs[i].meta.ndim; dd++) numel *= bargs[i].meta.sizes[dd];
+    if (numel > big) big = numel;
+    if (tp_storage_buffer_numel(args[i].view.storage) > big)
+      big = tp_storage_buffer_numel(args[i].view.storage);
+  }
+  for (int k = 0; k < n_out; k++) n_layout += 1 + 2 * outs[k].ndim;
+  tp_dtype_t it = big < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64;
+
+  /* The key: the bucket's sizes, never the live ones. */
+  static tp_key_t key;
+  key.len = 0;
+  tp_key_put(&key, flat ? "bucket-flat" : "bucket", flat ? 11 : 6);
+  tp_key_put_i64(&key, op);
+  tp_key_put_i64(&key, tp_exec_eager_opt_level());
+  tp_key_put_i64(&key, fill);
+  tp_key_put_i64(&key, it);
+  tp_key_put_i64(&key, n_args);
+  tp_key_put_i64(&key, n_out);
+  for (int j = 0; j < n_params; j++) {
+    tp_key_put_i64(&key, tp_storage_buffer_dtype(storages[j]));
+    tp_key_put_i64(&key, tp_storage_buffer_numel(storages[j]));
+  }
+  for (int i = 0; i < n_args; i++) {
+    tp_key_put_arg(&key, &bargs[i], false);
+    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
+    tp_key_put_i64(&key, arg_param[i]);
+    tp_key_put_i64(&key, padded[i]);
+    tp_key_put_i64(&key, args[i].view.dtype);
+    tp_key_put_i64(&key, bargs[i].meta.ndim);
+    tp_key_put(&key, bargs[i].meta.sizes, sizeof(int64_t) * (size_t)bargs[i].meta.ndim);
+    if (flat && !row[i]) { /* read as it lies: its whole view */
+      const tp_view_t *v = &args[i].view;
+      tp_key_put(&key, v->strides, sizeof(int64_t) * (size_t)v->ndim);
+      tp_key_put_i64(&key, v->offset);
+      tp_key_put_i64(&key, (int64_t)tp_storage_nbytes(v->storage));
+    }
+  }
+  for (int k = 0; k < n_out; k++) {
+    tp_key_put_i64(&key, outs[k].dtype);
+    tp_key_put_i64(&key, bmeta[k].ndim);
+    tp_key_put(&key, bmeta[k].sizes, sizeof(int64_t) * (size_t)bmeta[k].ndim);
+  }
+  if (key.failed) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+
+  /* The layout vector: what the bucket leaves to the call. */
+  int64_t *lv = malloc(sizeof(int64_t) * (size_t)(n_layout ? n_layout : 1));
+  if (!lv) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  int64_t at = 0;
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
+    const tp_view_t *v = &args[i].view;
+    lv[at++] = v->offset;
+    for (int dd = 0; dd < v->ndim; dd++) {
+      lv[at++] = v->sizes[dd];
+      lv[at++] = v->sizes[dd] == 1 ? 0 : v->strides[dd];
+    }
+  }
+  for (int k = 0; k < n_out; k++) {
+    const tp_view_t *v = &outs[k];
+    lv[at++] = tp_view_numel(v);
+    for (int dd = 0; dd < v->ndim; dd++) {
+      lv[at++] = v->sizes[dd];
+      lv[at++] = v->sizes[dd] == 1 ? 1 : v->strides[dd];
+    }
+  }
+  void *host = lv;
+  int32_t *lv32 = NULL;
+  if (it == TP_DTYPE_I32) {
+    lv32 = malloc(sizeof(int32_t) * (size_t)(n_layout ? n_layout : 1));
+    if (!lv32) {
+      free(lv);
+      return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+    }
+    for (int64_t i = 0; i < n_layout; i++) lv32[i] = (int32_t)lv[i];
+    host = lv32;
+  }
+  PJRT_Buffer *layout_buf = NULL;
+  tp_status_t *st = flat ? NULL
+                         : tp_buffer_from_host(tp_exec_client(), device, host, it, 1, &n_layout,
+                                               &layout_buf);
+  free(lv);
+  free(lv32);
+  TP_RETURN_IF_ERROR(st);
+
+  tp_view_t views[TP_MAX_ARGS];
+  tp_exec_origin_t origin = {d->name, NULL, 0, true};
+  for (int i = 0; i < n_args; i++)
+    if (args[i].arg.kind == TP_ARG_TENSOR) {
+      views[origin.n_inputs] = args[i].view;
+      views[origin.n_inputs].ndim = bargs[i].meta.ndim;
+      memcpy(views[origin.n_inputs].sizes, bargs[i].meta.sizes, sizeof(int64_t) * (size_t)bargs[i].meta.ndim);
+      origin.n_inputs++;
+    }
+  build_t ctx = {d, bargs, args, n_args, padded, fill, bmeta, outs, n_out, storages, arg_param,
+                 n_params, n_layout, it, caps, &origin, views, flat, row};
+  tp_executable_t *exe = NULL;
+  bool compiled;
+  st = tp_status_annotate(
+      tp_exec_program(key.data, key.len, tp_hash_bytes(key.data, key.len, 0), build, &ctx, &origin,
+                      &(tp_compile_options_t){.backend_opt_level = tp_exec_eager_opt_level()},
+                      &exe, &compiled),
+      "compiling %s", d->name);
+  if (!st && compiled) g_compiles++;
+  PJRT_Buffer *inputs[2 * TP_MAX_ARGS + 1], *owned[TP_MAX_ARGS];
+  int n_in = 0, n_owned = 0;
+  if (!st) {
+    for (int j = 0; j < n_params; j++) inputs[n_in++] = tp_storage_buffer(storages[j]);
+    if (layout_buf) inputs[n_in++] = layout_buf;
+    uint64_t call = tp_scalars_next_call();
+    for (int i = 0; i < n_args && !st; i++)
+      if (args[i].arg.kind == TP_ARG_SCALAR) {
+        st = tp_scalars_buffer(device, &bargs[i], call, &inputs[n_in++], &owned[n_owned]);
+        if (!st && owned[n_owned]) n_owned++;
+      }
+  }
+  PJRT_Buffer *results[TP_MAX_OUTS + 1] = {NULL};
+  if (!st)
+    st = tp_executable_execute(exe, &(tp_execute_args_t){.device = device,
+                                                         .args = inputs,
+                                                         .n_args = (size_t)n_in,
+                                                         .out_buffers = results,
+                                                         .op_name = d->name,
+                                                         .blocking = tp_exec_blocking(),
+                                                         .check_output = n_out});
+  if (exe) tp_executable_release(exe);
+  for (int i = 0; i < n_owned; i++) tp_buffer_destroy(tp_exec_client(), owned[i]);
+  if (layout_buf) tp_buffer_destroy(tp_exec_client(), layout_buf);
+  if (st) return st;
+  for (int k = 0; k < n_out; k++)
+    tp_storage_set_buffer(outs[k].storage, results[k], outs[k].dtype, caps[k]);
+  g_calls++;
+  *out_ran = true;
+  return NULL;
+}

@@ -1,0 +1,127 @@
+"""Shape-bucket cases for tests/python/test_buckets.py: each case is a function of a size n, run
+over sizes that cross bucket boundaries (the same sequence of calls each time, as a model's
+forward repeats), on the device named by argv[1] ("tpu" or "cpu"). Saves {case: [result per size]}
+(CPU tensors) to argv[2] with torch.save, and prints torch_pjrt's stats as JSON on tpu.
+
+    python buckets.py tpu out.pt [sizes, comma-separated]
+"""
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SIZES = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 0, 2, 17]
+
+
+def inputs(n, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, n, 8, generator=g)
+    if n > 2:  # non-finite values at live positions: padding must not hide or add them
+        x[0, 1, 3] = float("inf")
+        x[1, n - 1, 0] = float("nan")
+        x[1, 0, 5] = float("-inf")
+    return x.to(device), torch.randn(2, n, 8, generator=g).to(device)
+
+
+def case_elementwise(n, dev):
+    x, y = inputs(n, dev, 1)
+    b = torch.arange(8.0, device=dev) / 4
+    return [(x * 2 + b).relu(), torch.where(x > 0, x, y), x.exp(), torch.sigmoid(y) - y, x / 3,
+            (x > y) & (y > 0), x.to(torch.float64), -(y * 4).to(torch.int32).clamp(-5, 5)]
+
+
+def case_inplace(n, dev):
+    x, y = inputs(n, dev, 2)
+    z = y.clone()
+    z.add_(1.5)
+    z.mul_(y)
+    z.copy_(z * 2)
+    return [z]
+
+
+def case_strided(n, dev):
+    x, y = inputs(n, dev, 3)
+    t = y.transpose(1, 2)  # a non-contiguous input
+    return [t * 3, (t + 1).contiguous(), y[:, ::2] * 2, y.permute(2, 0, 1).exp()]
+
+
+def case_matmul(n, dev):
+    x, y = inputs(n, dev, 4)
+    g = torch.Generator().manual_seed(40)
+    w = torch.randn(8, 6, generator=g).to(dev)
+    bias = torch.randn(6, generator=g).to(dev)
+    rows = y.reshape(-1, 8)
+    return [rows @ w, torch.addmm(bias, rows, w), F.linear(y, w.t(), bias), y.transpose(1, 2) @ y]
+
+
+def case_attention(n, dev):
+    x, y = inputs(n, dev, 5)
+    q, k = y, y * 0.5
+    s = q @ k.transpose(1, 2) / 3  # [2, n, n]: padded in two dims
+    p = torch.softmax(s, -1)
+    return [s, p, torch.log_softmax(s, -1), p @ y, F.scaled_dot_product_attention(q, k, y)]
+
+
+def case_norm(n, dev):
+    x, y = inputs(n, dev, 6)
+    w = torch.linspace(0.5, 1.5, 8, device=dev)
+    return [F.layer_norm(y, (8,), w, w / 2), torch.softmax(y, -1)]
+
+
+def case_reduce(n, dev):
+    x, y = inputs(n, dev, 7)
+    xi = (y * 10).to(torch.int64)
+    out = [y.sum(1), y.sum(-1), y.cumsum(1), (y > 0).all(1), (y > 0).any(1), y.mean(1), xi.sum(1),
+           (y.abs() + 0.5).prod(1), x.sum(1), torch.logsumexp(y, 1)]
+    if n:  # no maximum of nothing
+        out += [y.amax(1), y.amin(1), xi.amax(1), xi.amin(1), x.amax(1), y.argmax(1), y.argmin(1),
+                y.max(1).values]
+    return out
+
+
+def case_views_of_bucketed(n, dev):
+    x, y = inputs(n, dev, 8)
+    z = y * 2  # a bucketed result, read below through views an exact program takes
+    out = [z[:, :1] + 1, z[:, -1:] * 3, z.reshape(-1)[:5] - 1, z.sum()]
+    s = (y + 1).untyped_storage()
+    return out + [torch.tensor(s.nbytes())]
+
+
+def case_backward(n, dev):
+    x, y = inputs(n, dev, 9)
+    g = torch.Generator().manual_seed(90)
+    w1 = torch.randn(8, 16, generator=g).to(dev).requires_grad_()
+    w2 = torch.randn(16, 4, generator=g).to(dev).requires_grad_()
+    h = torch.relu(y @ w1)
+    loss = torch.softmax(h @ w2, -1).sum(1).pow(2).sum() + F.layer_norm(h, (16,)).sum()
+    loss.backward()
+    return [loss.detach(), w1.grad, w2.grad]
+
+
+CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
+# Results that may differ from exact shapes in the last bits: float sums over a padded dim (padding
+# adds zeros, but the order of the additions follows the bucket's size); all others are bitwise.
+INEXACT = {"matmul": {0, 1, 2, 3}, "attention": {0, 1, 2, 3, 4}, "reduce": {0, 7, 8, 9},
+           "views_of_bucketed": {3}, "backward": {0, 1, 2}}
+
+
+def main():
+    dev, path = sys.argv[1], sys.argv[2]
+    sizes = [int(s) for s in sys.argv[3].split(",")] if len(sys.argv) > 3 else SIZES
+    if dev == "tpu":
+        import torch_pjrt
+        torch_pjrt.reset_stats()
+    results = {name: [] for name in CASES}
+    for n in sizes:
+        for name, fn in CASES.items():
+            results[name].append([t.detach().cpu() for t in fn(n, dev)])
+    torch.save({"sizes": sizes, "results": results}, path)
+    if dev == "tpu":
+        s = torch_pjrt.stats()
+        print(json.dumps({k: s[k] for k in ("compiles", "compiles_bucketed", "bucketed_calls",
+                                            "compiles_new_shape")} | {"fallbacks": s["fallbacks"]}))
+
+
+if __name__ == "__main__":
+    main()

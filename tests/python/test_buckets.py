@@ -1,0 +1,136 @@
+"""Shape buckets (exec/bucket.h): a program compiled for a bucket serves every size inside it,
+with results equal to exact shapes (bitwise where the op is exact) and to CPU, across bucket
+boundaries, 0- and 1-sized dims, non-finite values, strided inputs, in-place ops and autograd; far
+fewer compiles than exact shapes; a policy that can be changed or turned off."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tpu_helpers import child_env, run_json
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "buckets.py")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+import buckets  # noqa: E402  (the cases, for INEXACT)
+
+
+def _run(tmp_path, device, name, **env):
+    out = tmp_path / f"{name}.pt"
+    if device == "cpu":
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    p = subprocess.run([sys.executable, SCRIPT, device, str(out)], capture_output=True, text=True,
+                       timeout=900, env=child_env(TORCH_PJRT_CACHE_DIR="0", **env))
+    assert p.returncode == 0, p.stderr[-4000:]
+    stats = json.loads(p.stdout.strip().splitlines()[-1]) if device == "tpu" else None
+    return torch.load(out), stats
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("buckets")
+    on, on_stats = _run(tmp, "tpu", "on")
+    off, off_stats = _run(tmp, "tpu", "off", TORCH_PJRT_SHAPE_BUCKETS="off")
+    cpu, _ = _run(tmp, "cpu", "cpu")
+    return on, on_stats, off, off_stats, cpu
+
+
+def _pairs(a, b):
+    for case, per_size in a["results"].items():
+        for n, xs, ys in zip(a["sizes"], per_size, b["results"][case]):
+            assert len(xs) == len(ys), (case, n)
+            for j, (x, y) in enumerate(zip(xs, ys)):
+                yield case, n, j, x, y
+
+
+def test_bucketed_equals_exact_shapes(runs):
+    on, _, off, _, _ = runs
+    for case, n, j, x, y in _pairs(on, off):
+        assert x.dtype == y.dtype and x.shape == y.shape, (case, n, j)
+        if j in buckets.INEXACT.get(case, ()):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=2e-5, equal_nan=True,
+                                       msg=lambda m: f"{case} n={n} result {j}: {m}")
+        else:  # bitwise, NaN where exact shapes have NaN
+            assert torch.equal(x.view(torch.uint8) if x.dtype == torch.bool else x, y) or (
+                x.is_floating_point() and torch.equal(x.isnan(), y.isnan()) and
+                torch.equal(x.nan_to_num(0.0), y.nan_to_num(0.0))), f"{case} n={n} result {j}"
+
+
+def test_bucketed_matches_cpu(runs):
+    on, _, _, _, cpu = runs
+    for case, n, j, x, y in _pairs(on, cpu):
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4, equal_nan=True,
+                                   msg=lambda m: f"{case} n={n} result {j}: {m}")
+
+
+def test_buckets_compile_far_less_and_fall_back_never(runs):
+    _, on, _, off, _ = runs
+    assert on["fallbacks"] == {} and off["fallbacks"] == {}
+    assert on["bucketed_calls"] > 0 and on["compiles_bucketed"] > 0
+    assert off["bucketed_calls"] == 0 and off["compiles_bucketed"] == 0
+    # 14 sizes, 4 of them new buckets past the first (16, 32, 64 and the exact first sizes).
+    assert on["compiles"] * 2 < off["compiles"], (on, off)
+
+
+_DECODE = """
+import json, torch, torch_pjrt
+w = torch.randn(8, 8, device="tpu")
+def step(n):
+    x = torch.ones(2, n, 8, device="tpu")
+    return torch.softmax((x @ w) @ (x @ w).transpose(1, 2), -1).sum()
+for n in range(1, 20):  # warm-up: every bucket up to 32
+    step(n)
+torch_pjrt.reset_stats()
+for n in range(20, 33):
+    step(n).item()
+s = torch_pjrt.stats()
+print(json.dumps([s["compiles"], s["bucketed_calls"]]))
+"""
+
+
+def test_sizes_inside_a_warm_bucket_compile_nothing():
+    (compiles, bucketed), _ = run_json(_DECODE, TORCH_PJRT_CACHE_DIR="0")
+    assert compiles == 0 and bucketed > 0, (compiles, bucketed)
+
+
+_POLICY = """
+import json, torch, torch_pjrt
+torch_pjrt.reset_stats()
+for n in (2, 3, 5, 9, 12, 20, 40):
+    (torch.ones(n, 4, device="tpu") * 2).relu().sum(0).cpu()
+print(json.dumps(torch_pjrt.stats()["compiles"]))
+"""
+
+
+def test_policy_is_configurable():
+    # pow2 (from 16) puts 2..16 in one bucket; pow2:4 splits them (4, 8, 16); a list goes on by
+    # powers of two past its last size; off compiles every size.
+    n = {p: run_json(_POLICY, TORCH_PJRT_CACHE_DIR="0", TORCH_PJRT_SHAPE_BUCKETS=p)[0]
+         for p in ("pow2", "pow2:4", "8,16", "off")}
+    assert n["pow2"] < n["pow2:4"] < n["off"], n
+    assert n["8,16"] <= n["pow2:4"], n
+
+
+def test_resizing_a_bucketed_storage_keeps_its_values():
+    # A bucketed result's buffer holds more than its storage; FSDP-style resize_ keeps the front.
+    import torch_pjrt
+    for n in (3, 5, 6, 7):
+        before = torch_pjrt.stats()["bucketed_calls"]
+        z = torch.arange(2 * n * 4, dtype=torch.float32, device="tpu").reshape(2, n, 4) * 2
+    assert torch_pjrt.stats()["bucketed_calls"] > before
+    ref = z.cpu()
+    s = z.untyped_storage()
+    s.resize_(8 * 4)
+    assert torch.equal(torch.empty(0, device="tpu").set_(s, 0, (8,), (1,)).cpu(), ref.reshape(-1)[:8])
+    s.resize_(100 * 4)
+    assert torch.equal(torch.empty(0, device="tpu").set_(s, 0, (8,), (1,)).cpu(), ref.reshape(-1)[:8])
+
+
+def test_log_names_bucket_compiles():
+    code = _POLICY.replace("print(", "import sys; sys.stderr.flush(); print(")
+    p = __import__("tpu_helpers").run_python(code, TORCH_PJRT_CACHE_DIR="0",
+                                              TORCH_PJRT_LOG_COMPILES="1")
+    assert p.returncode == 0, p.stderr
+    assert "torch_pjrt: compile relu (float32[16, 4]): new shapes, bucket, " in p.stderr, p.stderr
