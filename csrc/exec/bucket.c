@@ -120,7 +120,9 @@ static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const 
 }
 
 #define CONTEXT 2
-static uint64_t g_recent[CONTEXT]; /* the kinds of the last calls, newest first */
+/* The kinds of the last calls on this thread, newest first (autograd runs the backward on a
+ * thread of its own: each thread repeats its own sequence). */
+static _Thread_local uint64_t g_recent[CONTEXT];
 
 /* The site of a call of kind |kind|; then |kind| becomes the newest of the context. */
 static uint64_t site_of(uint64_t kind) {
