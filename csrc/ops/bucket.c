@@ -28,7 +28,8 @@ static tp_pad_t reduce_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n
     case TP_R_PROD: case TP_R_ALL: return TP_PAD_ONE;
     case TP_R_AMAX: case TP_R_MAX: case TP_R_ARGMAX: return TP_PAD_LOWEST;
     case TP_R_AMIN: case TP_R_MIN: case TP_R_ARGMIN: return TP_PAD_HIGHEST;
-    case TP_R_LOGSUMEXP: return TP_PAD_LOWEST; /* exp(-inf) adds nothing */
+    case TP_R_LOGSUMEXP: /* exp(-inf) adds nothing; an integer or bool input has no -inf */
+      return tp_dtype_is_float(args[0].meta.dtype) ? TP_PAD_LOWEST : TP_PAD_NONE;
     default: return TP_PAD_NONE; /* counts (mean, var, std, norms' orders), aminmax, trace */
   }
 }

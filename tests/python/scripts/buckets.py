@@ -73,7 +73,7 @@ def case_reduce(n, dev):
     x, y = inputs(n, dev, 7)
     xi = (y * 10).to(torch.int64)
     out = [y.sum(1), y.sum(-1), y.cumsum(1), (y > 0).all(1), (y > 0).any(1), y.mean(1), xi.sum(1),
-           (y.abs() + 0.5).prod(1), x.sum(1), torch.logsumexp(y, 1)]
+           (y.abs() + 0.5).prod(1), x.sum(1), torch.logsumexp(y, 1), torch.logsumexp(y > 0, 1)]
     if n:  # no maximum of nothing
         out += [y.amax(1), y.amin(1), xi.amax(1), xi.amin(1), x.amax(1), y.argmax(1), y.argmin(1),
                 y.max(1).values]
