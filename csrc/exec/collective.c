@@ -97,6 +97,24 @@ static tp_hlo_value_t bitwise_all_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, 
   return tp_hlo_reduce(b, all, init, op, 1, (int64_t[]){0});
 }
 
+/* An all_reduce as a reduce_scatter then an all_gather, the input padded to a multiple of |n|.
+ * XLA's CPU plugin has each participant reduce the whole buffer in its all_reduce, n times the
+ * work of one reduce_scatter. Measured over 4 devices on 2 cores (all_reduce / this): 64 MiB
+ * 176 / 64 ms, 16 MiB 16 / 14 ms, 4 MiB 4.5 / 5.5 ms, 1 MiB 0.9 / 1.8 ms; so from 8 MiB. The
+ * barrier keeps the compiler from merging the pair back into an all_reduce. */
+#define SCATTER_GATHER_BYTES (8 << 20)
+static tp_hlo_value_t scatter_gather_all_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, int n,
+                                                tp_hlo_binary_t op) {
+  int64_t m = x.dims[0], padded = (m + n - 1) / n * n;
+  if (padded != m)
+    x = tp_hlo_pad(b, x, tp_hlo_constant_i(b, x.dtype, 0), (int64_t[]){0},
+                   (int64_t[]){padded - m});
+  tp_hlo_value_t y = tp_hlo_collective(b, TP_HLO_REDUCE_SCATTER, x, n, op);
+  y = tp_hlo_collective(b, TP_HLO_ALL_GATHER, tp_hlo_optimization_barrier(b, y), n, op);
+  if (padded != m) y = tp_hlo_slice(b, y, (int64_t[]){0}, (int64_t[]){m}, (int64_t[]){1});
+  return y;
+}
+
 typedef struct {
   const program_t *p;
   tp_hlo_binary_t combine;
@@ -117,9 +135,13 @@ static tp_status_t *build(void *ctx, char **out_text) {
         y = bitwise_all_reduce(b, x, p->n, c->combine); /* plan() allows all_reduce only */
         break;
       }
-      y = tp_hlo_collective(b, p->kind == TP_COLL_ALL_REDUCE ? TP_HLO_ALL_REDUCE
-                                                              : TP_HLO_REDUCE_SCATTER,
-                            x, p->n, c->combine);
+      if (p->kind == TP_COLL_REDUCE_SCATTER)
+        y = tp_hlo_collective(b, TP_HLO_REDUCE_SCATTER, x, p->n, c->combine);
+      else if (p->n > 1 && tp_hlo_builder_xla_cpu(b) &&
+               p->m * (int64_t)tp_dtype_size(p->dtype) >= SCATTER_GATHER_BYTES)
+        y = scatter_gather_all_reduce(b, x, p->n, c->combine);
+      else
+        y = tp_hlo_collective(b, TP_HLO_ALL_REDUCE, x, p->n, c->combine);
       if (p->op == TP_COLL_AVG) y = average(b, y, p->n);
       break;
     case TP_COLL_BROADCAST: y = broadcast(b, x, p->root, p->n); break;

@@ -71,6 +71,7 @@ tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder) {
 }
 
 void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on) { b->xla_cpu = on; }
+bool tp_hlo_builder_xla_cpu(const tp_hlo_builder_t *b) { return b->xla_cpu; }
 
 void tp_hlo_builder_free(tp_hlo_builder_t *b) {
   if (!b) return;
@@ -480,6 +481,10 @@ static const char *const kUnaryNames[] = {
     [TP_HLO_IS_NEG_INF] = "chlo.is_neg_inf", [TP_HLO_BESSEL_I1E] = "chlo.bessel_i1e",
 };
 
+tp_hlo_value_t tp_hlo_optimization_barrier(tp_hlo_builder_t *b, tp_hlo_value_t x) {
+  return unary_generic(b, "stablehlo.optimization_barrier", x, x.dtype, x.ndim, x.dims);
+}
+
 tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x) {
   bool to_bool = op == TP_HLO_IS_FINITE || op == TP_HLO_IS_INF || op == TP_HLO_IS_POS_INF ||
                  op == TP_HLO_IS_NEG_INF;
@@ -649,7 +654,7 @@ tp_hlo_value_t tp_hlo_reduce(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value
     mdims[m++] = x.dims[i];
   }
   if (b->xla_cpu && mred[n_mred - 1] != m - 1)
-    x = unary_generic(b, "stablehlo.optimization_barrier", x, x.dtype, x.ndim, x.dims);
+    x = tp_hlo_optimization_barrier(b, x);
   x = tp_hlo_reshape(b, x, m, mdims);
   int64_t kdims[TP_MAX_DIMS];
   int nk = 0;

@@ -55,6 +55,7 @@ void tp_hlo_builder_free(tp_hlo_builder_t *b);
  * innermost dim gets its input materialized first (an optimization barrier) and runs a vector at
  * a time. Other backends fuse such reductions well and keep the plain form. */
 void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on);
+bool tp_hlo_builder_xla_cpu(const tp_hlo_builder_t *b);
 /* Sets the builder's sticky error (keeps the first). Emitters use it for their own checks. */
 void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status);
 bool tp_hlo_ok(const tp_hlo_builder_t *b);
@@ -110,6 +111,8 @@ tp_hlo_value_t tp_hlo_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, const int64_t
                             const int64_t *limit, const int64_t *stride);
 tp_hlo_value_t tp_hlo_transpose(tp_hlo_builder_t *b, tp_hlo_value_t x, const int64_t *perm);
 tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value_t x);
+/* |x| as it is, materialized: the compiler neither moves work across it nor merges through it. */
+tp_hlo_value_t tp_hlo_optimization_barrier(tp_hlo_builder_t *b, tp_hlo_value_t x);
 /* Elementwise binary; operands must already share shape and dtype. */
 tp_hlo_value_t tp_hlo_binary(tp_hlo_builder_t *b, tp_hlo_binary_t op, tp_hlo_value_t x,
                              tp_hlo_value_t y);

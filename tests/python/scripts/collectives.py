@@ -40,6 +40,13 @@ def main(rank, world, transport):
             return t
         check(f"all_reduce_{op}", ar)
 
+    for op in ("SUM", "MAX"):
+        def ar_large(dev, grp, op=op):  # 8 MiB and a remainder: the scatter-gather form
+            t = data((2 << 20) + 3, seed=15).to(dev)
+            dist.all_reduce(t, op=getattr(dist.ReduceOp, op), group=grp)
+            return t
+        check(f"all_reduce_8MiB_{op}", ar_large)
+
     def ar_avg(dev, grp):
         t = data(5).to(dev)
         if dev == "cpu":  # gloo has no AVG: the reference is SUM / world
