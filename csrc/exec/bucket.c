@@ -92,9 +92,19 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
 typedef struct {
   uint64_t hash; /* 0: empty */
   int n;         /* tensor dims of the call, all arguments */
-  int64_t *first;
+  int64_t *first; /* the first sizes, then per tensor argument its first offset and buffer */
   uint32_t *varying; /* per argument, a bit per dim */
+  bool moved; /* a view's offset or its storage's buffer length has changed here */
 } site_t;
+
+/* Where a tensor argument lies, beyond its sizes: its offset and its storage's buffer length
+ * (what an exact program's key holds: a view at a new offset, or of a longer storage, compiles
+ * anew). A slice of a growing tensor (the last token of the ids) moves at every step. */
+static void lie(const tp_view_t *v, int64_t *out) {
+  out[0] = v->offset;
+  out[1] = tp_storage_buffer(v->storage) ? tp_storage_buffer_numel(v->storage)
+                                         : (int64_t)tp_storage_nbytes(v->storage);
+}
 static site_t g_sites[SITES];
 
 /* The call's kind: everything but its tensors' sizes, strides and offsets. */
@@ -126,8 +136,10 @@ static _Thread_local uint64_t g_recent[CONTEXT];
 
 /* The site of a call of kind |kind|; then |kind| becomes the newest of the context. */
 static uint64_t site_of(uint64_t kind) {
+  /* Multiplied before each mix: a call after one of its own kind must not cancel out (k ^ k). */
   uint64_t h = kind;
-  for (int i = 0; i < CONTEXT; i++) h = (h ^ g_recent[i]) * 0x100000001b3ull;
+  for (int i = 0; i < CONTEXT; i++) h = (h * 0x100000001b3ull) ^ g_recent[i];
+  h *= 0x100000001b3ull;
   memmove(&g_recent[1], &g_recent[0], sizeof(uint64_t) * (CONTEXT - 1));
   g_recent[0] = kind;
   return h | 1;
@@ -138,9 +150,9 @@ static uint64_t site_of(uint64_t kind) {
  * program exists), or when the table of sites is full. */
 static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t *padded) {
   memset(padded, 0, sizeof(uint32_t) * (size_t)n_args);
-  int n = 0;
+  int n = 0, nt = 0;
   for (int i = 0; i < n_args; i++)
-    if (args[i].arg.kind == TP_ARG_TENSOR) n += args[i].view.ndim;
+    if (args[i].arg.kind == TP_ARG_TENSOR) n += args[i].view.ndim, nt++;
   site_t *kd = NULL;
   for (size_t i = 0; i < SITES; i++) {
     site_t *s = &g_sites[(h + i) % SITES];
@@ -149,7 +161,7 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t
       break;
     }
     if (s->hash == 0) {
-      s->first = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+      s->first = malloc(sizeof(int64_t) * (size_t)(n + 2 * nt + 1));
       s->varying = calloc((size_t)n_args, sizeof(uint32_t));
       if (!s->first || !s->varying) {
         free(s->first), free(s->varying);
@@ -158,28 +170,37 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t
       }
       s->hash = h;
       s->n = n;
-      for (int a = 0, at = 0; a < n_args; a++)
-        if (args[a].arg.kind == TP_ARG_TENSOR)
+      for (int a = 0, at = 0, lt = n; a < n_args; a++)
+        if (args[a].arg.kind == TP_ARG_TENSOR) {
           for (int d = 0; d < args[a].view.ndim; d++) s->first[at++] = args[a].view.sizes[d];
+          lie(&args[a].view, &s->first[lt]);
+          lt += 2;
+        }
       return false; /* the first call at a site runs exactly */
     }
   }
   if (!kd || kd->n != n) return false; /* full, or a hash collision */
   bool any = false, first = true;
-  for (int a = 0, at = 0; a < n_args; a++) {
+  for (int a = 0, at = 0, lt = n; a < n_args; a++) {
     if (args[a].arg.kind != TP_ARG_TENSOR) continue;
     for (int d = 0; d < args[a].view.ndim; d++, at++)
       if (args[a].view.sizes[d] != kd->first[at]) {
         kd->varying[a] |= 1u << d;
         first = false;
       }
+    int64_t where[2];
+    lie(&args[a].view, where);
+    if (where[0] != kd->first[lt] || where[1] != kd->first[lt + 1]) kd->moved = true, first = false;
+    lt += 2;
     padded[a] = kd->varying[a];
     /* Sizes 0 and 1 stay exact (0: nothing to pad; 1 may broadcast). */
     for (int d = 0; d < args[a].view.ndim; d++)
       if (args[a].view.sizes[d] <= 1) padded[a] &= ~(1u << d);
     any = any || padded[a];
   }
-  return any && !first; /* the first sizes again: the exact program they compiled */
+  /* The first sizes and places again: the exact program they compiled. A site whose views
+   * move runs the bucket's program even with no dim padded: it takes offsets as inputs. */
+  return (any || kd->moved) && !first;
 }
 
 /* ---- the bucketed program ---- */
@@ -293,12 +314,14 @@ static tp_status_t *build(void *ctx, char **out_text) {
   }
   tp_hlo_value_t layout = {0};
   if (!c->flat) layout = tp_hlo_param(b, c->it, 1, &c->n_layout, -1);
-  tp_hlo_value_t in[TP_MAX_ARGS];
+  tp_hlo_value_t in[TP_MAX_ARGS], live[TP_MAX_ARGS][TP_MAX_DIMS];
   memset(in, 0, sizeof(in));
   int64_t at = 0;
   for (int i = 0; i < c->n_args; i++) {
     const tp_op_arg_t *a = &c->bargs[i];
     const tp_view_t *v = &c->args[i].view;
+    if (a->kind == TP_ARG_TENSOR && !c->flat) /* the live sizes, for tp_op_emit_live */
+      for (int d = 0; d < a->meta.ndim; d++) live[i][d] = lay(b, layout, at + 1 + 2 * d, 0, NULL);
     if (a->kind == TP_ARG_SCALAR) {
       in[i] = tp_hlo_param(b, a->scalar_dtype, 0, NULL, -1);
     } else if (a->kind == TP_ARG_TENSOR && c->flat && !c->row[i]) { /* read as it lies */
@@ -321,7 +344,9 @@ static tp_status_t *build(void *ctx, char **out_text) {
     }
   }
   tp_hlo_value_t results[TP_MAX_OUTS + 1];
-  c->op->emit(c->op, b, c->bargs, c->n_args, in, c->bmeta, results);
+  if (c->flat || !tp_op_emit_live(c->op, b, c->bargs, c->n_args, c->padded, in,
+                                  (const tp_hlo_value_t(*)[TP_MAX_DIMS])live, c->bmeta, results))
+    c->op->emit(c->op, b, c->bargs, c->n_args, in, c->bmeta, results);
   for (int k = 0; k < c->n_out; k++) {
     tp_hlo_value_t r = tp_hlo_convert(b, results[k], c->outs[k].dtype);
     results[k] = c->flat ? tp_hlo_reshape(b, r, 1, &c->caps[k])
@@ -334,10 +359,11 @@ static tp_status_t *build(void *ctx, char **out_text) {
 }
 
 /* Whether a tensor argument's storage can be read by a bucketed program: holding the view's own
- * (real) dtype, or never written (zeros). */
+ * (real) dtype, never written (zeros), or not read at all (empty). */
 static bool readable(const tp_view_t *v) {
-  return !tp_dtype_is_complex(v->dtype) && tp_view_numel(v) > 0 &&
-         (!tp_storage_buffer(v->storage) || tp_storage_buffer_dtype(v->storage) == v->dtype);
+  return !tp_dtype_is_complex(v->dtype) &&
+         (!tp_storage_buffer(v->storage) || tp_view_numel(v) == 0 ||
+          tp_storage_buffer_dtype(v->storage) == v->dtype);
 }
 
 /* The buffer length a bucketed program wants of a storage it reads through |v| at the bucket's
@@ -469,13 +495,17 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
   tp_storage_t *storages[TP_MAX_ARGS];
   int arg_param[TP_MAX_ARGS], n_params = 0;
   int64_t n_layout = 0;
+  bool any_padded = false; /* else the views only moved: their buffers serve as they are */
+  for (int i = 0; i < n_args; i++) any_padded = any_padded || padded[i];
   for (int i = 0; i < n_args; i++) {
     arg_param[i] = -1;
     if (args[i].arg.kind != TP_ARG_TENSOR) continue;
     TP_RETURN_IF_ERROR(tp_view_check_bounds(&args[i].view));
     n_layout += 1 + 2 * args[i].view.ndim;
-    if (!tp_storage_buffer(args[i].view.storage)) continue; /* reads as zeros */
-    int64_t want = flat && !row[i] ? 0 : wanted_length(&args[i].view, bargs[i].meta.sizes);
+    if (!tp_storage_buffer(args[i].view.storage) || tp_view_numel(&args[i].view) == 0)
+      continue; /* reads as zeros, or reads nothing */
+    int64_t want = (flat && !row[i]) || !any_padded
+                       ? 0 : wanted_length(&args[i].view, bargs[i].meta.sizes);
     if (tp_storage_buffer_numel(args[i].view.storage) < want)
       TP_RETURN_IF_ERROR(regrow(args[i].view.storage, want));
     for (int j = 0; j < n_params && arg_param[i] < 0; j++)

@@ -4,13 +4,17 @@
  * Which dims: a call's kind (op, argument dtypes and ranks, non-tensor arguments) remembers the
  * sizes it first ran with; a dim whose size later differs is padded from then on (as Dynamo's
  * automatic dynamic shapes do). A workload whose shapes never change compiles exact programs only.
+ * A site whose views move (an offset, or the length of a storage's buffer, differs from its first
+ * call's) runs the bucket's program too, nothing padded: offsets are inputs there, not part of the
+ * program, so the last token of growing ids costs no program per step.
  * How far: the bucket policy (TORCH_PJRT_SHAPE_BUCKETS) rounds a padded size up: "pow2" (the
  * default, powers of two from 16: 2..16 -> 16, 17..32 -> 32), "pow2:N" (from N), a list "8,32,128"
  * (the first that holds the size; past the last, powers of two), or "off" (exact shapes only).
  * Sizes 0 and 1 are never padded (1 broadcasts).
  * How: the program reads each tensor argument out of its storage with the view's live sizes,
  * strides and offset as inputs (a gather), the padding reading as the row's fill (ops/op.h:
- * tp_pad_t), runs the op's emitter on the bucket's shape, and writes each output's live values
+ * tp_pad_t), runs the op's emitter on the bucket's shape (tp_op_emit_live for an op that must
+ * know where live values end: cat along a padded dim), and writes each output's live values
  * to the front of a storage buffer of the bucket's size: storages may hold more elements than
  * their tensors (tp_storage_buffer_numel >= tp_storage_elems); the rest is undefined and never
  * read. tp_bucket_run is the eager executor's (under the executor lock); the policy and the

@@ -103,6 +103,30 @@ static tp_hlo_value_t emit_cat(tp_hlo_builder_t *b, const tp_op_arg_t *args, int
            : tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
 }
 
+int tp_cat_dim(const tp_op_arg_t *args, int n_args, int ndim) {
+  int n = cat_count(args, n_args);
+  return n < 1 ? -1 : tp_norm_dim(cat_dim(args, n_args, n), ndim);
+}
+
+tp_hlo_value_t tp_emit_cat_live(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                                const tp_hlo_value_t *in, const tp_hlo_value_t *live,
+                                const tp_meta_t *om) {
+  int n = cat_count(args, n_args), dim = tp_cat_dim(args, n_args, om->ndim);
+  tp_hlo_value_t out = tp_hlo_broadcast_to(b, tp_hlo_constant(b, om->dtype, 0), om->ndim, om->sizes);
+  tp_hlo_value_t at = tp_hlo_constant_i(b, live[1].dtype, 0), start[TP_MAX_DIMS];
+  for (int d = 0; d < om->ndim; d++) start[d] = at;
+  /* In order, each part's bucket-sized block at the end of the live values before it: a later
+   * part overwrites the padding an earlier one brought. The blocks fit, since the result's
+   * bucket size is the sum of theirs. */
+  for (int i = 1; i <= n; i++) {
+    if (cat_skipped(&args[i]) || args[i].meta.sizes[dim] == 0) continue;
+    start[dim] = at;
+    out = tp_hlo_dynamic_update_slice(b, out, tp_hlo_convert(b, in[i], om->dtype), start);
+    at = tp_hlo_binary(b, TP_HLO_ADD, at, live[i]);
+  }
+  return out;
+}
+
 /* flip(self, dims) */
 static tp_hlo_value_t emit_flip(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args, tp_hlo_value_t x) {
   int64_t dims[TP_MAX_DIMS];

@@ -86,7 +86,41 @@ tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
       f == tp_infer_softmax_backward)
     return TP_PAD_ZERO;
   if (f == tp_infer_softmax) return TP_PAD_LOWEST;
+  /* Position-wise: masked_fill, a band of the last two dims (a live position keeps its row and
+   * column), isin of padded elements against whole test elements. */
+  if ((f == tp_infer_index && op->code == TP_X_MASKED_FILL) || f == tp_infer_band ||
+      (f == tp_infer_lookup && op->code == TP_LK_ISIN && n_args > 1 && !padded[1]))
+    return TP_PAD_ANY;
+  /* index_select: padded indices read row 0, in range whenever any row is. Not when the rows
+   * selected from are padded: an index past the live rows must still be an error. */
+  if (f == tp_infer_index && op->code == TP_X_INDEX_SELECT && n_args > 2 &&
+      args[0].kind == TP_ARG_TENSOR && args[1].kind == TP_ARG_INT) {
+    int d = args[0].meta.ndim ? tp_norm_dim(args[1].i, args[0].meta.ndim) : 0;
+    return d >= 0 && !(padded[0] >> d & 1) ? TP_PAD_ZERO : TP_PAD_NONE;
+  }
+  /* cat: tp_op_emit_live joins the parts where their live values end. */
+  if (f == tp_infer_arrange && op->code == TP_AR_CAT) return TP_PAD_ANY;
   if (f == tp_infer_reduce) return any_padded(padded, n_args) ? reduce_pad(op, args, n_args, padded)
                                                               : TP_PAD_ANY;
   return TP_PAD_NONE;
+}
+
+bool tp_op_emit_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                     int n_args, const uint32_t *padded, const tp_hlo_value_t *in,
+                     const tp_hlo_value_t (*live)[TP_MAX_DIMS], const tp_meta_t *out_meta,
+                     tp_hlo_value_t *out) {
+  if (op->infer != tp_infer_arrange || op->code != TP_AR_CAT) return false;
+  int dim = tp_cat_dim(args, n_args, out_meta->ndim);
+  if (dim < 0) return false;
+  bool along = false;
+  tp_hlo_value_t sizes[TP_MAX_ARGS];
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].kind != TP_ARG_TENSOR) continue;
+    int d = args[i].meta.ndim > dim ? dim : 0; /* a skipped part (legacy 1-D empty) joins nothing */
+    along = along || (padded[i] >> d & 1);
+    sizes[i] = live[i][d];
+  }
+  if (!along) return false; /* padded elsewhere: the parts' padding lines up */
+  out[0] = tp_emit_cat_live(b, args, n_args, in, sizes, out_meta);
+  return true;
 }

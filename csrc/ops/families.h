@@ -297,6 +297,12 @@ TP_DECLARE_OP(tp_infer_pad_mode, tp_emit_pad_mode)
 TP_DECLARE_OP(tp_infer_constant_pad, tp_emit_constant_pad)
 /* arrange.c */
 TP_DECLARE_OP(tp_infer_arrange, tp_emit_arrange)
+/* cat's dim (normalized for |ndim|), or -1; cat at the bucket's sizes with |live[i]| the live
+ * size of argument i along that dim (ops/bucket.c). */
+int tp_cat_dim(const tp_op_arg_t *args, int n_args, int ndim);
+tp_hlo_value_t tp_emit_cat_live(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                                const tp_hlo_value_t *in, const tp_hlo_value_t *live,
+                                const tp_meta_t *om);
 /* shape.c */
 TP_DECLARE_OP(tp_infer_shape, tp_emit_shape)
 TP_DECLARE_OP(tp_infer_channel_shuffle, tp_emit_channel_shuffle)

@@ -134,3 +134,65 @@ def test_log_names_bucket_compiles():
                                               TORCH_PJRT_LOG_COMPILES="1")
     assert p.returncode == 0, p.stderr
     assert "torch_pjrt: compile relu (float32[16, 4]): new shapes, bucket, " in p.stderr, p.stderr
+
+
+_GENERATE = """
+import json, torch, torch_pjrt
+from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256)
+cpu = LlamaForCausalLM(cfg).eval()
+tpu = LlamaForCausalLM(cfg).eval()
+tpu.load_state_dict(cpu.state_dict())
+tpu.to("tpu")
+
+class Count(LogitsProcessor):  # compiles up to each generated token
+    def __init__(self):
+        self.seen = []
+    def __call__(self, ids, scores):
+        self.seen.append(torch_pjrt.stats()["compiles"])
+        return scores
+
+def generate(model, n, dev, counter=None):
+    prompt = (torch.arange(1, n + 1) * 5).remainder(120).unsqueeze(0).to(dev)
+    with torch.no_grad():
+        return model.generate(prompt, max_new_tokens=8, min_new_tokens=8, do_sample=False,
+                              pad_token_id=0, logits_processor=LogitsProcessorList(
+                                  [counter] if counter else [])).cpu()
+
+for n in (5, 7):  # warm-up: the first sizes, then the bucket (up to 16 tokens)
+    generate(tpu, n, "tpu")
+torch_pjrt.reset_stats()
+result = {}
+for n in (6, 8, 4):  # new prompt lengths inside the warm bucket
+    c = Count()
+    out = generate(tpu, n, "tpu", c)
+    result[n] = {"per_token": [b - a for a, b in zip([0] + c.seen, c.seen)],
+                 "compiles": torch_pjrt.stats()["compiles"],
+                 "equal": torch.equal(out, generate(cpu, n, "cpu"))}
+    torch_pjrt.reset_stats()
+print(json.dumps(result))
+"""
+
+
+def test_generate_with_a_new_prompt_length_compiles_nothing():
+    # Hugging Face generate() with the dynamic KV cache, eager: after a warm-up that reaches the
+    # bucket, a new prompt length compiles nothing, in its prefill or at any decode step, and
+    # generates what CPU generates.
+    result, _ = run_json(_GENERATE, timeout=600, TORCH_PJRT_CACHE_DIR="0",
+                         TORCH_PJRT_QUIET_FALLBACK="1")
+    for n, r in result.items():
+        assert r["equal"], (n, r)
+        assert r["per_token"] == [0] * 8 and r["compiles"] == 0, (n, r)
+
+
+def test_an_index_past_the_live_rows_is_still_an_error():
+    # Rows past a tensor's live size may exist in its padded buffer; reading one is still an
+    # index error, as on CPU, not a read of padding.
+    for n in (3, 5, 9, 17, 20):
+        x = torch.randn(n, 4, device="tpu")
+        idx = torch.tensor([0, n - 1] * (n // 2), device="tpu")
+        assert torch.equal(x.index_select(0, idx).cpu(), x.cpu().index_select(0, idx.cpu()))
+    with pytest.raises(IndexError):
+        x.index_select(0, torch.tensor([n], device="tpu")).cpu()

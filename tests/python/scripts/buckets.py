@@ -88,6 +88,36 @@ def case_views_of_bucketed(n, dev):
     return out + [torch.tensor(s.nbytes())]
 
 
+def case_cat(n, dev):
+    x, y = inputs(n, dev, 10)
+    ids = torch.arange(n, device=dev).reshape(1, n)
+    grown = torch.cat([ids, ids[:, -1:] + 1], 1) if n else ids  # generate's ids, one token on
+    return [torch.cat([x, y], 1), torch.cat([y, x[:, :1], x], 1), torch.cat([x, y], 2),
+            torch.cat([torch.empty(0, device=dev), y], 1), torch.cat([x.flatten(), y[0, :, 0]]),
+            grown, torch.cat([y.to(torch.int64), (x > 0).to(torch.int64)], 1)]
+
+
+def case_moved_views(n, dev):
+    # Views whose sizes stay but whose offset or storage changes with n: an exact program per n.
+    x, y = inputs(n + 1, dev, 11)
+    base = torch.arange(64.0 + n, device=dev)
+    return [base[n:n + 3] * 2, base[-1:] + 1, y[:, -1] - 1, y[1, n] * 3, (x[:, -1:] > 0).all(-1)]
+
+
+def case_index(n, dev):
+    x, y = inputs(n, dev, 12)
+    g = torch.Generator().manual_seed(120)
+    table = torch.randn(16, 8, generator=g).to(dev)
+    idx = torch.arange(n, device=dev).remainder(16).flip(0)
+    ids = (torch.arange(n, device=dev) * 7).remainder(11).reshape(1, n)
+    s = y @ y.transpose(1, 2)  # [2, n, n]
+    mask = torch.ones(n, n, dtype=torch.bool, device=dev)
+    return [table.index_select(0, idx), F.embedding(idx, table), y.masked_fill(y > 0.5, -2.0),
+            ids.masked_fill(ids == 3, 0), torch.tril(s), torch.triu(s, 1), torch.tril(mask),
+            torch.tril(s, -2), torch.isin(ids, torch.tensor([3, 5, 7], device=dev)),
+            torch.isin(ids, torch.tensor([1, 2], device=dev), invert=True)]
+
+
 def case_backward(n, dev):
     x, y = inputs(n, dev, 9)
     g = torch.Generator().manual_seed(90)
@@ -103,7 +133,7 @@ CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 # Results that may differ from exact shapes in the last bits: float sums over a padded dim (padding
 # adds zeros, but the order of the additions follows the bucket's size); all others are bitwise.
 INEXACT = {"matmul": {0, 1, 2, 3}, "attention": {0, 1, 2, 3, 4}, "reduce": {0, 7, 8, 9},
-           "views_of_bucketed": {3}, "backward": {0, 1, 2}}
+           "views_of_bucketed": {3}, "backward": {0, 1, 2}, "index": {4, 5, 7}}
 
 
 def main():
