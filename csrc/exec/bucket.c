@@ -302,6 +302,18 @@ static tp_hlo_value_t write_out(const build_t *c, tp_hlo_builder_t *b, tp_hlo_va
   return tp_hlo_gather_1d(b, tp_hlo_reshape(b, r, 1, &flat), src);
 }
 
+/* Live sizes for tp_op_emit_live, out of the layout vector: argument i's part starts at at[i]. */
+typedef struct {
+  tp_hlo_builder_t *b;
+  tp_hlo_value_t layout;
+  int64_t at[TP_MAX_ARGS];
+} live_ctx_t;
+
+static tp_hlo_value_t live_size(void *ctx, int arg, int dim) {
+  live_ctx_t *l = ctx;
+  return lay(l->b, l->layout, l->at[arg] + 1 + 2 * dim, 0, NULL);
+}
+
 static tp_status_t *build(void *ctx, char **out_text) {
   const build_t *c = ctx;
   c->origin->inputs = c->views;
@@ -314,14 +326,14 @@ static tp_status_t *build(void *ctx, char **out_text) {
   }
   tp_hlo_value_t layout = {0};
   if (!c->flat) layout = tp_hlo_param(b, c->it, 1, &c->n_layout, -1);
-  tp_hlo_value_t in[TP_MAX_ARGS], live[TP_MAX_ARGS][TP_MAX_DIMS];
+  tp_hlo_value_t in[TP_MAX_ARGS];
   memset(in, 0, sizeof(in));
+  live_ctx_t live = {b, layout, {0}};
   int64_t at = 0;
   for (int i = 0; i < c->n_args; i++) {
     const tp_op_arg_t *a = &c->bargs[i];
     const tp_view_t *v = &c->args[i].view;
-    if (a->kind == TP_ARG_TENSOR && !c->flat) /* the live sizes, for tp_op_emit_live */
-      for (int d = 0; d < a->meta.ndim; d++) live[i][d] = lay(b, layout, at + 1 + 2 * d, 0, NULL);
+    live.at[i] = at;
     if (a->kind == TP_ARG_SCALAR) {
       in[i] = tp_hlo_param(b, a->scalar_dtype, 0, NULL, -1);
     } else if (a->kind == TP_ARG_TENSOR && c->flat && !c->row[i]) { /* read as it lies */
@@ -344,8 +356,8 @@ static tp_status_t *build(void *ctx, char **out_text) {
     }
   }
   tp_hlo_value_t results[TP_MAX_OUTS + 1];
-  if (c->flat || !tp_op_emit_live(c->op, b, c->bargs, c->n_args, c->padded, in,
-                                  (const tp_hlo_value_t(*)[TP_MAX_DIMS])live, c->bmeta, results))
+  if (c->flat || !tp_op_emit_live(c->op, b, c->bargs, c->n_args, c->padded, in, live_size,
+                                  &live, c->bmeta, results))
     c->op->emit(c->op, b, c->bargs, c->n_args, in, c->bmeta, results);
   for (int k = 0; k < c->n_out; k++) {
     tp_hlo_value_t r = tp_hlo_convert(b, results[k], c->outs[k].dtype);

@@ -107,20 +107,18 @@ tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
 
 bool tp_op_emit_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                      int n_args, const uint32_t *padded, const tp_hlo_value_t *in,
-                     const tp_hlo_value_t (*live)[TP_MAX_DIMS], const tp_meta_t *out_meta,
+                     tp_live_size_fn live, void *live_ctx, const tp_meta_t *out_meta,
                      tp_hlo_value_t *out) {
   if (op->infer != tp_infer_arrange || op->code != TP_AR_CAT) return false;
   int dim = tp_cat_dim(args, n_args, out_meta->ndim);
   if (dim < 0) return false;
   bool along = false;
-  tp_hlo_value_t sizes[TP_MAX_ARGS];
-  for (int i = 0; i < n_args; i++) {
-    if (args[i].kind != TP_ARG_TENSOR) continue;
-    int d = args[i].meta.ndim > dim ? dim : 0; /* a skipped part (legacy 1-D empty) joins nothing */
-    along = along || (padded[i] >> d & 1);
-    sizes[i] = live[i][d];
-  }
+  for (int i = 0; i < n_args; i++)
+    along = along || (args[i].kind == TP_ARG_TENSOR && args[i].meta.ndim > dim && padded[i] >> dim & 1);
   if (!along) return false; /* padded elsewhere: the parts' padding lines up */
+  tp_hlo_value_t sizes[TP_MAX_ARGS];
+  for (int i = 0; i < n_args; i++) /* a skipped part (legacy 1-D empty) joins nothing */
+    if (args[i].kind == TP_ARG_TENSOR) sizes[i] = live(live_ctx, i, args[i].meta.ndim > dim ? dim : 0);
   out[0] = tp_emit_cat_live(b, args, n_args, in, sizes, out_meta);
   return true;
 }

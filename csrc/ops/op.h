@@ -177,11 +177,13 @@ bool tp_op_rowwise(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, i
                    uint32_t *whole);
 /* Emits the call at the bucket's sizes where its result depends on where the live values end,
  * not only on the values (cat along a padded dim: each part starts where the last one's live
- * values end). |live[i][d]|: argument i's live size in dim d, an integer scalar of the program.
- * False: the op's own emitter serves (padding at the end of each dim reaches only padding). */
+ * values end). live(ctx, i, d): argument i's live size in dim d, an integer scalar of the
+ * program. False: the op's own emitter serves (padding at the end of each dim reaches only
+ * padding). */
+typedef tp_hlo_value_t (*tp_live_size_fn)(void *ctx, int arg, int dim);
 bool tp_op_emit_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                      int n_args, const uint32_t *padded, const tp_hlo_value_t *in,
-                     const tp_hlo_value_t (*live)[TP_MAX_DIMS], const tp_meta_t *out_meta,
+                     tp_live_size_fn live, void *live_ctx, const tp_meta_t *out_meta,
                      tp_hlo_value_t *out);
 /* Binary search by functional, in-place or out name; returns the index or -1.
  * *out_variant (may be NULL) says which of the row's forms |name| is. */
