@@ -8,31 +8,13 @@
 #define TP_EXEC_COLLECTIVE_H_
 
 #include "exec/view.h"
+#include "ops/collective.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* On participant r, with x_r its input (numel k, the same on every participant):
- *   ALL_REDUCE      out_r = op(x_0, ..., x_{n-1})                        numel k
- *   BROADCAST       out_r = x_root                                       numel k
- *   ALL_GATHER      out_r = x_0 ++ ... ++ x_{n-1}                        numel n*k
- *   REDUCE_SCATTER  out_r = chunk r of op(x_0, ..., x_{n-1})             numel k/n
- *   ALL_TO_ALL      out_r = chunk r of x_0 ++ ... ++ chunk r of x_{n-1}  numel k
- * (in row-major order of the views; chunk: one of n equal parts). */
-typedef enum {
-  TP_COLL_ALL_REDUCE, TP_COLL_BROADCAST, TP_COLL_ALL_GATHER, TP_COLL_REDUCE_SCATTER,
-  TP_COLL_ALL_TO_ALL,
-} tp_coll_kind_t;
-
-/* c10d's reductions. AVG divides the sum by n (floored for integers). On bool, SUM and MAX are
- * OR, PRODUCT and MIN are AND. Complex tensors take SUM and AVG; the bitwise ones take integers
- * and bool. */
-typedef enum {
-  TP_COLL_SUM, TP_COLL_AVG, TP_COLL_PRODUCT, TP_COLL_MIN, TP_COLL_MAX, TP_COLL_BAND, TP_COLL_BOR,
-  TP_COLL_BXOR,
-} tp_coll_op_t;
-
+/* The collectives and reductions are ops/collective.h's. */
 typedef struct {
   tp_coll_kind_t kind;
   tp_coll_op_t op;          /* ALL_REDUCE, REDUCE_SCATTER */

@@ -178,6 +178,9 @@ int tp_graph_input_count(const tp_graph_t *g) { return g->n_inputs; }
 int tp_graph_output_count(const tp_graph_t *g) { return g->n_outputs; }
 int tp_graph_node_count(const tp_graph_t *g) { return g->n_nodes; }
 int tp_graph_random_count(const tp_graph_t *g) { return g->n_random; }
+uint64_t tp_graph_fingerprint(const tp_graph_t *g) {
+  return tp_hash_bytes(g->desc.data, g->desc.len, 0x66707267ull);
+}
 
 /* ---- one run ---- */
 
@@ -186,10 +189,12 @@ typedef struct {
   int param;  /* -1: no buffer yet (reads as zeros) */
 } gslot_t;
 
-static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gslot_t *slots,
-                          int n_slots, const int *input_slot, char **out_text) {
+static tp_status_t *build(const tp_graph_t *g, int replicas, const tp_view_t *inputs,
+                          const gslot_t *slots, int n_slots, const int *input_slot,
+                          char **out_text) {
   tp_hlo_builder_t *b = NULL;
   TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
+  tp_hlo_builder_set_replicas(b, replicas);
   tp_hlo_value_t *val = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *params = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *keys = calloc((size_t)(g->n_random > 0 ? g->n_random : 1), sizeof(tp_hlo_value_t));
@@ -238,6 +243,7 @@ static tp_status_t *build(const tp_graph_t *g, const tp_view_t *inputs, const gs
 
 typedef struct {
   const tp_graph_t *g;
+  int replicas;
   const tp_view_t *inputs;
   const gslot_t *slots;
   int n_slots;
@@ -246,38 +252,27 @@ typedef struct {
 
 static tp_status_t *build_graph(void *ctx, char **out_text) {
   const build_ctx_t *c = ctx;
-  return build(c->g, c->inputs, c->slots, c->n_slots, c->input_slot, out_text);
+  return build(c->g, c->replicas, c->inputs, c->slots, c->n_slots, c->input_slot, out_text);
 }
 
-static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *inputs,
-                               const int64_t *keys, tp_storage_t *const *outs,
-                               tp_graph_outcome_t *out) {
-  tp_client_t *client = tp_exec_client();
-  if (!client) return tp_exec_unavailable();
-  int n_in = g->n_inputs;
-  gslot_t *slots = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(gslot_t));
-  int *input_slot = calloc((size_t)(n_in > 0 ? n_in : 1), sizeof(int));
-  PJRT_Buffer **args = calloc((size_t)(n_in + g->n_random + 1), sizeof(PJRT_Buffer *));
-  PJRT_Buffer **results = calloc((size_t)(g->n_outputs + 1), sizeof(PJRT_Buffer *));
-  PJRT_Buffer **owned = calloc((size_t)(g->n_random + 1), sizeof(PJRT_Buffer *)); /* see tp_scalars_buffer */
-  tp_status_t *st = (slots && input_slot && args && results && owned) ? NULL : oom();
-  int n_slots = 0, n_params = 0;
-  /* Storages become parameters once each, however many inputs view them. */
-  for (int i = 0; i < n_in && !st; i++) {
+/* One participant's inputs as program parameters: each storage becomes one parameter however
+ * many inputs view it (|slots|, |input_slot|), and |k| gets the layout: per input its slot and
+ * view, then per slot its buffer. */
+static tp_status_t *layout(const tp_graph_t *g, int device, const tp_view_t *inputs,
+                           gslot_t *slots, int *input_slot, int *out_n_slots, int *out_n_params,
+                           tp_key_t *k) {
+  int n_in = g->n_inputs, n_slots = 0, n_params = 0;
+  for (int i = 0; i < n_in; i++) {
     const tp_view_t *v = &inputs[i];
     const tp_meta_t *m = &g->values[g->inputs[i]];
     if (v->dtype != m->dtype || v->ndim != m->ndim ||
-        memcmp(v->sizes, m->sizes, sizeof(int64_t) * (size_t)m->ndim) != 0) {
-      st = tp_make_status(TP_INVALID_ARGUMENT, "graph input %d does not match the graph's "
-                          "declared shape or dtype", i);
-      break;
-    }
-    if (tp_storage_device(v->storage) != device) {
-      st = tp_make_status(TP_INVALID_ARGUMENT, "graph input %d is on tpu:%d, the graph runs on "
-                          "tpu:%d", i, tp_storage_device(v->storage), device);
-      break;
-    }
-    st = tp_view_check_bounds(v);
+        memcmp(v->sizes, m->sizes, sizeof(int64_t) * (size_t)m->ndim) != 0)
+      return tp_make_status(TP_INVALID_ARGUMENT, "graph input %d does not match the graph's "
+                            "declared shape or dtype", i);
+    if (tp_storage_device(v->storage) != device)
+      return tp_make_status(TP_INVALID_ARGUMENT, "graph input %d is on tpu:%d, the graph runs on "
+                            "tpu:%d", i, tp_storage_device(v->storage), device);
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(v));
     int s = 0;
     while (s < n_slots && slots[s].storage != v->storage) s++;
     if (s == n_slots) {
@@ -286,44 +281,84 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
       n_slots++;
     }
     input_slot[i] = s;
+    tp_key_put_i64(k, s);
+    tp_key_put_i64(k, v->ndim);
+    tp_key_put(k, v->strides, sizeof(int64_t) * (size_t)v->ndim);
+    tp_key_put_i64(k, v->offset);
   }
+  for (int s = 0; s < n_slots; s++) {
+    const tp_storage_t *sg = slots[s].storage;
+    tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_dtype(sg) : -1);
+    tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_numel(sg) : -1);
+    tp_key_put_i64(k, (int64_t)tp_storage_nbytes(sg));
+  }
+  *out_n_slots = n_slots;
+  *out_n_params = n_params;
+  return k->failed ? oom() : NULL;
+}
+
+/* Runs |g| once over |n| participants (n > 1: replica r on devices[r]). Participant r's inputs,
+ * keys and output storages are inputs[r * n_inputs ...], keys[r * n_random ...] and
+ * outs[r * n_outputs ...]. */
+static tp_status_t *run_locked(tp_graph_t *g, int n, const int *devices, const tp_view_t *inputs,
+                               const int64_t *keys, tp_storage_t *const *outs,
+                               tp_graph_outcome_t *out) {
+  tp_client_t *client = tp_exec_client();
+  if (!client) return tp_exec_unavailable();
+  int n_in = g->n_inputs, n_per = n_in + g->n_random;
+  size_t cells = (size_t)n * (size_t)(n_in > 0 ? n_in : 1);
+  gslot_t *slots = calloc(cells, sizeof(gslot_t));
+  int *input_slot = calloc(cells, sizeof(int));
+  PJRT_Buffer **args = calloc((size_t)n * (size_t)(n_per + 1), sizeof(PJRT_Buffer *));
+  PJRT_Buffer **results = calloc((size_t)n * (size_t)(g->n_outputs + 1), sizeof(PJRT_Buffer *));
+  PJRT_Buffer **owned = calloc((size_t)n * (size_t)(g->n_random + 1), sizeof(PJRT_Buffer *)); /* see tp_scalars_buffer */
+  tp_key_t other = {0};
+  tp_status_t *st = (slots && input_slot && args && results && owned) ? NULL : oom();
+  int n_slots = 0, n_params = 0;
   tp_executable_t *exe = NULL;
   tp_key_t *k = &g->key;
+  /* The key: the graph, then (replicated) the devices, then participant 0's layout. A run with
+   * the last run's devices and layout reuses its executable. */
+  size_t head = g->desc.len + 8 + sizeof(int) * (size_t)g->n_outputs;
   if (!st) {
-    /* The key: the graph, then per input its slot and view, then per slot its buffer. The part
-     * after the graph is the layout; a run with the last run's layout reuses its executable. */
     k->len = 0;
     tp_key_put(k, g->desc.data, g->desc.len);
     tp_key_put_i64(k, g->n_outputs);
     tp_key_put(k, g->outputs, sizeof(int) * (size_t)g->n_outputs);
-    for (int i = 0; i < n_in; i++) {
-      tp_key_put_i64(k, input_slot[i]);
-      tp_key_put_i64(k, inputs[i].ndim);
-      tp_key_put(k, inputs[i].strides, sizeof(int64_t) * (size_t)inputs[i].ndim);
-      tp_key_put_i64(k, inputs[i].offset);
+    tp_key_put_i64(k, n);
+    if (n > 1) tp_key_put(k, devices, sizeof(int) * (size_t)n);
+    size_t mine = k->len;
+    st = layout(g, devices[0], inputs, slots, input_slot, &n_slots, &n_params, k);
+    /* The program is the same on every replica: so must be every participant's layout. */
+    for (int r = 1; r < n && !st; r++) {
+      int ns = 0, np = 0;
+      other.len = 0;
+      st = layout(g, devices[r], inputs + (size_t)r * n_in, slots + (size_t)r * n_in,
+                  input_slot + (size_t)r * n_in, &ns, &np, &other);
+      if (!st && (other.len != k->len - mine || memcmp(other.data, k->data + mine, other.len))) {
+        st = tp_make_status(TP_INVALID_ARGUMENT, "participant %d's graph inputs are laid out "
+                            "unlike participant 0's (strides, offsets or buffers differ)", r);
+        out->build_failed = true;
+      }
     }
-    for (int s = 0; s < n_slots; s++) {
-      const tp_storage_t *sg = slots[s].storage;
-      tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_dtype(sg) : -1);
-      tp_key_put_i64(k, slots[s].param >= 0 ? tp_storage_buffer_numel(sg) : -1);
-      tp_key_put_i64(k, (int64_t)tp_storage_nbytes(sg));
-    }
-    if (k->failed) st = oom();
   }
-  size_t head = g->desc.len + 8 + sizeof(int) * (size_t)g->n_outputs;
   if (!st && g->last_exe && g->last_layout.len == k->len - head &&
       memcmp(g->last_layout.data, k->data + head, k->len - head) == 0) {
     exe = g->last_exe;
     tp_executable_retain(exe);
   }
   if (!st && !exe) {
-    build_ctx_t ctx = {g, inputs, slots, n_slots, input_slot};
-    char what[48];
-    snprintf(what, sizeof(what), "graph of %d ops", g->n_nodes);
+    build_ctx_t ctx = {g, n, inputs, slots, n_slots, input_slot};
+    char what[64];
+    if (n > 1) snprintf(what, sizeof(what), "graph of %d ops (%d devices)", g->n_nodes, n);
+    else snprintf(what, sizeof(what), "graph of %d ops", g->n_nodes);
     tp_exec_origin_t origin = {what, inputs, g->n_inputs, false};
     st = tp_exec_program(g->key.data, g->key.len, tp_hash_bytes(g->key.data, g->key.len, 0x67726170ull),
                          build_graph, &ctx, &origin,
-                         &(tp_compile_options_t){.backend_opt_level = -1}, &exe, &out->compiled);
+                         &(tp_compile_options_t){.replicas = n > 1 ? n : 0,
+                                                 .devices = n > 1 ? devices : NULL,
+                                                 .backend_opt_level = -1},
+                         &exe, &out->compiled);
     if (st) {
       out->build_failed = true;
       st = tp_status_annotate(st, "building or compiling a graph of %d ops", g->n_nodes);
@@ -339,55 +374,80 @@ static tp_status_t *run_locked(tp_graph_t *g, int device, const tp_view_t *input
       }
     }
   }
+  int n_owned = 0, n_args = n_params + g->n_random;
   if (!st) {
-    int n_args = 0;
-    for (int s = 0; s < n_slots; s++)
-      if (slots[s].param >= 0) args[n_args++] = tp_storage_buffer(slots[s].storage);
     uint64_t call = tp_scalars_next_call();
-    int n_owned = 0;
-    for (int r = 0; r < g->n_random && !st; r++) {
-      tp_op_arg_t a;
-      memset(&a, 0, sizeof(a));
-      a.kind = TP_ARG_SCALAR;
-      a.meta.dtype = a.scalar_dtype = TP_DTYPE_I64;
-      a.i = keys[r];
-      st = tp_scalars_buffer(device, &a, call, &args[n_args++], &owned[n_owned]);
-      if (!st && owned[n_owned]) n_owned++;
-    }
-    if (!st)
-      st = tp_executable_execute(exe, &(tp_execute_args_t){.device = device,
-                                                           .args = args,
-                                                           .n_args = (size_t)n_args,
-                                                           .out_buffers = results,
-                                                           .op_name = "graph",
-                                                           .blocking = tp_exec_blocking(),
-                                                           .check_output = g->n_outputs});
-    for (int i = 0; i < n_owned; i++) tp_buffer_destroy(client, owned[i]);
-    for (int k = 0; k < g->n_outputs; k++) {
-      if (!results[k]) continue;
-      const tp_meta_t *m = &g->values[g->outputs[k]];
-      tp_dtype_t sdt = tp_dtype_storage(m->dtype);
-      tp_storage_set_buffer(outs[k], results[k], sdt,
-                            tp_meta_numel(m) * (int64_t)(tp_dtype_size(m->dtype) / tp_dtype_size(sdt)));
+    for (int r = 0; r < n && !st; r++) {
+      PJRT_Buffer **a = args + (size_t)r * n_args;
+      const gslot_t *sl = slots + (size_t)r * n_in;
+      int at = 0;
+      for (int s = 0; s < n_slots; s++)
+        if (sl[s].param >= 0) a[at++] = tp_storage_buffer(sl[s].storage);
+      for (int q = 0; q < g->n_random && !st; q++) {
+        tp_op_arg_t ka;
+        memset(&ka, 0, sizeof(ka));
+        ka.kind = TP_ARG_SCALAR;
+        ka.meta.dtype = ka.scalar_dtype = TP_DTYPE_I64;
+        ka.i = keys[(size_t)r * g->n_random + q];
+        st = tp_scalars_buffer(devices[r], &ka, call, &a[at++], &owned[n_owned]);
+        if (!st && owned[n_owned]) n_owned++;
+      }
     }
   }
+  if (!st) {
+    int n_res = tp_executable_num_outputs(exe);
+    st = tp_executable_execute(exe, &(tp_execute_args_t){.device = devices[0],
+                                                         .replicas = n > 1 ? n : 0,
+                                                         .args = args,
+                                                         .n_args = (size_t)n_args,
+                                                         .out_buffers = results,
+                                                         .op_name = "graph",
+                                                         .blocking = tp_exec_blocking(),
+                                                         .check_output = g->n_outputs});
+    for (int r = 0; r < n; r++)
+      for (int o = 0; o < g->n_outputs; o++) {
+        PJRT_Buffer *res = results[(size_t)r * n_res + o];
+        if (!res) continue;
+        const tp_meta_t *m = &g->values[g->outputs[o]];
+        tp_dtype_t sdt = tp_dtype_storage(m->dtype);
+        tp_storage_set_buffer(outs[(size_t)r * g->n_outputs + o], res, sdt,
+                              tp_meta_numel(m) * (int64_t)(tp_dtype_size(m->dtype) / tp_dtype_size(sdt)));
+      }
+  }
+  for (int i = 0; i < n_owned; i++) tp_buffer_destroy(client, owned[i]);
   if (exe) tp_executable_release(exe);
+  tp_key_free(&other);
   free(slots), free(input_slot), free(args), free(results), free(owned);
+  return st;
+}
+
+tp_status_t *tp_graph_run_replicated(tp_graph_t *g, int n, const int *devices,
+                                     const tp_view_t *inputs, const int64_t *keys,
+                                     tp_storage_t *const *outs, tp_graph_outcome_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (n < 1 || n > 64)
+    return tp_make_status(TP_INVALID_ARGUMENT, "a graph runs over 1..64 devices, not %d", n);
+  for (int r = 0; r < n; r++) {
+    for (int q = 0; q < r; q++)
+      if (devices[q] == devices[r])
+        return tp_make_status(TP_INVALID_ARGUMENT, "graph participants %d and %d are both on "
+                              "tpu:%d", q, r, devices[r]);
+    for (int o = 0; o < g->n_outputs; o++) {
+      const tp_meta_t *m = &g->values[g->outputs[o]];
+      tp_storage_t *s = outs[(size_t)r * g->n_outputs + o];
+      if (tp_storage_device(s) != devices[r] ||
+          tp_storage_nbytes(s) != (size_t)tp_meta_numel(m) * tp_dtype_size(m->dtype))
+        return tp_make_status(TP_INVALID_ARGUMENT, "graph output %d: storage of the wrong size or "
+                              "device", o);
+    }
+  }
+  tp_exec_lock();
+  tp_status_t *st = run_locked(g, n, devices, inputs, keys, outs, out);
+  tp_exec_unlock();
   return st;
 }
 
 tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, const int64_t *keys,
                           tp_storage_t *const *outs, tp_graph_outcome_t *out) {
-  memset(out, 0, sizeof(*out));
-  for (int k = 0; k < g->n_outputs; k++) {
-    const tp_meta_t *m = &g->values[g->outputs[k]];
-    if (tp_storage_device(outs[k]) != device ||
-        tp_storage_nbytes(outs[k]) != (size_t)tp_meta_numel(m) * tp_dtype_size(m->dtype))
-      return tp_make_status(TP_INVALID_ARGUMENT, "graph output %d: storage of the wrong size or "
-                            "device", k);
-  }
-  tp_exec_lock();
-  tp_status_t *st = run_locked(g, device, inputs, keys, outs, out);
-  tp_exec_unlock();
-  return st;
+  return tp_graph_run_replicated(g, 1, &device, inputs, keys, outs, out);
 }

@@ -29,6 +29,7 @@ struct tp_hlo_builder {
   bool has_check; /* |check| holds the OR of the values given to tp_hlo_check */
   tp_hlo_value_t check;
   bool xla_cpu; /* tp_hlo_builder_set_xla_cpu */
+  int replicas; /* tp_hlo_builder_set_replicas; 0 reads as 1 */
 };
 
 static void sb_vappend(tp_hlo_builder_t *b, strbuf_t *s, const char *fmt, va_list ap) {
@@ -72,6 +73,8 @@ tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder) {
 
 void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on) { b->xla_cpu = on; }
 bool tp_hlo_builder_xla_cpu(const tp_hlo_builder_t *b) { return b->xla_cpu; }
+void tp_hlo_builder_set_replicas(tp_hlo_builder_t *b, int n) { b->replicas = n; }
+int tp_hlo_builder_replicas(const tp_hlo_builder_t *b) { return b->replicas > 1 ? b->replicas : 1; }
 
 void tp_hlo_builder_free(tp_hlo_builder_t *b) {
   if (!b) return;

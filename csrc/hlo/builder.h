@@ -56,6 +56,10 @@ void tp_hlo_builder_free(tp_hlo_builder_t *b);
  * a time. Other backends fuse such reductions well and keep the plain form. */
 void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on);
 bool tp_hlo_builder_xla_cpu(const tp_hlo_builder_t *b);
+/* The replica count of the program being built (1 unless set): a collective emitted without a
+ * count of its own runs over all of them. */
+void tp_hlo_builder_set_replicas(tp_hlo_builder_t *b, int n);
+int tp_hlo_builder_replicas(const tp_hlo_builder_t *b);
 /* Sets the builder's sticky error (keeps the first). Emitters use it for their own checks. */
 void tp_hlo_fail(tp_hlo_builder_t *b, tp_status_t *status);
 bool tp_hlo_ok(const tp_hlo_builder_t *b);

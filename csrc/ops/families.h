@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "ops/collective.h"
 #include "ops/common.h"
 #include "ops/emit.h"
 #include "ops/op.h"
@@ -242,6 +243,8 @@ typedef enum { TP_CP_NONZERO, TP_CP_MASKED_SELECT, TP_CP_NONZERO_STATIC } tp_com
 
 /* check.c */
 TP_DECLARE_OP(tp_infer_assert_async, tp_emit_assert_async)
+/* collective.c (codes: tp_coll_kind_t, ops/collective.h) */
+TP_DECLARE_OP(tp_infer_collective, tp_emit_collective)
 /* elementwise.c */
 TP_DECLARE_OP(tp_infer_unary, tp_emit_unary)
 TP_DECLARE_OP(tp_infer_binary, tp_emit_binary)

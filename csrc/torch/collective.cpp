@@ -15,17 +15,12 @@ extern "C" {
 namespace tp_glue {
 namespace {
 
-template <typename T, size_t N>
-T pick(const std::string& name, const char* const (&names)[N], const char* what) {
-  for (size_t i = 0; i < N; i++)
+template <typename T>
+T pick(const std::string& name, const char* const* names, int n, const char* what) {
+  for (int i = 0; i < n; i++)
     if (name == names[i]) return static_cast<T>(i);
   TORCH_CHECK(false, "tpu collective: unknown ", what, " '", name, "'");
 }
-
-// Same order as tp_coll_kind_t and tp_coll_op_t.
-const char* const kKinds[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter",
-                              "all_to_all"};
-const char* const kOps[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"};
 
 void collective(const std::string& kind, const std::string& op, int root,
                 const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
@@ -39,8 +34,8 @@ void collective(const std::string& kind, const std::string& op, int root,
     out[r] = view_or_throw(outputs[r], "collective output");
   }
   tp_collective_t c{};
-  c.kind = pick<tp_coll_kind_t>(kind, kKinds, "collective");
-  c.op = pick<tp_coll_op_t>(op, kOps, "reduction");
+  c.kind = pick<tp_coll_kind_t>(kind, tp_coll_kind_names, TP_COLL_KIND_COUNT, "collective");
+  c.op = pick<tp_coll_op_t>(op, tp_coll_op_names, TP_COLL_OP_COUNT, "reduction");
   c.root = root;
   c.n = static_cast<int>(inputs.size());
   c.inputs = in.data();

@@ -72,8 +72,10 @@ struct Graph {
   py::object node(const py::object& op, const py::args& args, const py::kwargs& kwargs) {
     const c10::FunctionSchema& schema = py::cast<const c10::FunctionSchema&>(op.attr("_schema"));
     const std::string& full = schema.name();
-    if (full.rfind("aten::", 0) != 0) return py::str("not an aten op");
-    std::string name = full.substr(6);
+    // Table rows name aten ops without their namespace, others with it.
+    bool aten = full.rfind("aten::", 0) == 0;
+    if (!aten && full.rfind("_c10d_functional::", 0) != 0) return py::str("not an aten op");
+    std::string name = aten ? full.substr(6) : full;
     if (!schema.overload_name().empty()) name += "." + schema.overload_name();
     tp_op_variant_t variant = TP_VARIANT_FUNCTIONAL;
     int opi = tp_op_lookup(name.c_str(), &variant);
@@ -140,64 +142,82 @@ struct Graph {
     check(tp_graph_set_outputs(g, outputs.data(), static_cast<int>(outputs.size())));
   }
 
-  // Runs on tpu tensors (views allowed); returns fresh dense outputs.
+  // One participant's side of a run: views of its inputs, its generator keys and the storages
+  // its outputs go to.
+  struct Side {
+    std::vector<tp_view_t> views;
+    std::vector<at::Tensor> resolved;  // inputs read through their value (see prepare)
+    std::vector<int64_t> keys;
+    std::vector<std::optional<at::Tensor>> outs;
+    std::vector<tp_storage_t*> out_storages;
+  };
+
   // |into|: per output, None or a tensor to receive it in place (a mutated graph input: its
   // storage takes the result's buffer, no copy). A usable |into| tensor is dense, of the output's
   // dtype and shape, and the whole of its storage; for it the returned entry is None, else the
   // caller gets a fresh tensor to copy from.
-  std::vector<std::optional<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
-                                             const std::vector<std::optional<at::Tensor>>& into) {
+  void prepare(const std::vector<at::Tensor>& inputs,
+               const std::vector<std::optional<at::Tensor>>& into, c10::DeviceIndex device,
+               Side& side) {
     TORCH_CHECK(into.empty() || into.size() == outputs.size(), "graph: expected ",
                 outputs.size(), " output targets, got ", into.size());
     TORCH_CHECK(static_cast<int>(inputs.size()) == tp_graph_input_count(g), "graph: expected ",
                 tp_graph_input_count(g), " inputs, got ", inputs.size());
-    c10::DeviceIndex device = g_current_device;
-    std::vector<tp_view_t> views(inputs.size() + 1);
+    side.views.resize(inputs.size() + 1);
     // An input with a lazy conjugate or negative bit (the output of _conj or _neg_view in an
     // eager split) is read through its value, which its storage does not hold: resolved first.
-    std::vector<at::Tensor> resolved;
-    resolved.reserve(inputs.size());
+    side.resolved.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); i++) {
       TORCH_CHECK(inputs[i].device().type() == DeviceType::PrivateUse1,
                   "graph input ", i, " is on ", inputs[i].device(), ", expected a tpu tensor");
-      if (i == 0) device = inputs[i].device().index();
       const at::Tensor* t = &inputs[i];
       if (t->is_conj() || t->is_neg()) {
-        resolved.push_back(t->resolve_conj().resolve_neg());
-        t = &resolved.back();
+        side.resolved.push_back(t->resolve_conj().resolve_neg());
+        t = &side.resolved.back();
       }
-      views[i] = view_or_throw(*t, "graph input");
+      side.views[i] = view_or_throw(*t, "graph input");
     }
     c10::Device dev(DeviceType::PrivateUse1, device);
-    std::vector<int64_t> keys(tp_graph_random_count(g) + 1);
-    for (int r = 0; r < tp_graph_random_count(g); r++) keys[r] = next_random_key(std::nullopt, device);
-    std::vector<std::optional<at::Tensor>> outs;
-    std::vector<tp_storage_t*> out_storages;
-    {
-      c10::DeviceGuard guard(dev);
-      for (size_t k = 0; k < outputs.size(); k++) {
-        const tp_meta_t* m = tp_graph_value_meta(g, outputs[k]);
-        c10::IntArrayRef shape(m->sizes, m->ndim);
-        if (!into.empty() && into[k] && into[k]->defined()) {
-          const at::Tensor& t = *into[k];
-          if (t.device() == dev && to_tp(t.scalar_type()) == m->dtype && t.sizes() == shape &&
-              t.is_contiguous() && t.storage_offset() == 0 &&
-              t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size()) {
-            out_storages.push_back(storage_of(t));
-            outs.emplace_back(std::nullopt);
-            continue;
-          }
+    side.keys.resize(tp_graph_random_count(g) + 1);
+    for (int r = 0; r < tp_graph_random_count(g); r++)
+      side.keys[r] = next_random_key(std::nullopt, device);
+    c10::DeviceGuard guard(dev);
+    for (size_t k = 0; k < outputs.size(); k++) {
+      const tp_meta_t* m = tp_graph_value_meta(g, outputs[k]);
+      c10::IntArrayRef shape(m->sizes, m->ndim);
+      if (!into.empty() && into[k] && into[k]->defined()) {
+        const at::Tensor& t = *into[k];
+        if (t.device() == dev && to_tp(t.scalar_type()) == m->dtype && t.sizes() == shape &&
+            t.is_contiguous() && t.storage_offset() == 0 &&
+            t.storage().nbytes() == static_cast<size_t>(t.numel()) * t.element_size()) {
+          side.out_storages.push_back(storage_of(t));
+          side.outs.emplace_back(std::nullopt);
+          continue;
         }
-        outs.emplace_back(at::empty(shape, at::TensorOptions().dtype(from_tp(m->dtype)).device(dev)));
-        out_storages.push_back(storage_of(*outs.back()));
       }
+      side.outs.emplace_back(at::empty(shape, at::TensorOptions().dtype(from_tp(m->dtype)).device(dev)));
+      side.out_storages.push_back(storage_of(*side.outs.back()));
     }
-    out_storages.push_back(nullptr);
+  }
+
+  // Runs the program over |sides| (one replica each on |devices| when more than one).
+  void execute(std::vector<Side>& sides, const std::vector<int>& devices) {
+    size_t n = sides.size(), n_in = static_cast<size_t>(tp_graph_input_count(g));
+    size_t n_keys = static_cast<size_t>(tp_graph_random_count(g));
+    std::vector<tp_view_t> views(n * n_in + 1);
+    std::vector<int64_t> keys(n * n_keys + 1);
+    std::vector<tp_storage_t*> outs(n * outputs.size() + 1);
+    for (size_t r = 0; r < n; r++) {
+      std::copy_n(sides[r].views.begin(), n_in, views.begin() + r * n_in);
+      std::copy_n(sides[r].keys.begin(), n_keys, keys.begin() + r * n_keys);
+      std::copy_n(sides[r].out_storages.begin(), outputs.size(), outs.begin() + r * outputs.size());
+    }
     tp_graph_outcome_t outcome;
     tp_status_t* st;
     {
       py::gil_scoped_release no_gil;
-      st = tp_graph_run(g, device, views.data(), keys.data(), out_storages.data(), &outcome);
+      st = tp_graph_run_replicated(g, static_cast<int>(n), devices.data(), views.data(),
+                                   keys.data(), outs.data(), &outcome);
     }
     if (st && outcome.build_failed) {
       std::string msg = tp_status_message(st);
@@ -207,7 +227,34 @@ struct Graph {
     check(st);
     g_graph_runs++;
     if (outcome.compiled) g_graph_compiles++;
-    return outs;
+  }
+
+  // Runs on tpu tensors (views allowed); returns fresh dense outputs (see prepare for |into|).
+  std::vector<std::optional<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
+                                             const std::vector<std::optional<at::Tensor>>& into) {
+    c10::DeviceIndex device = inputs.empty() ? g_current_device : inputs[0].device().index();
+    std::vector<Side> sides(1);
+    prepare(inputs, into, device, sides[0]);
+    execute(sides, {static_cast<int>(device)});
+    return std::move(sides[0].outs);
+  }
+
+  // The graph as one replicated program: participant r's |inputs[r]| on tpu:|devices[r]|; its
+  // collectives run across the participants. Returns each participant's outputs as run() does.
+  std::vector<std::vector<std::optional<at::Tensor>>> run_replicated(
+      const std::vector<std::vector<at::Tensor>>& inputs, const std::vector<int>& devices,
+      const std::vector<std::vector<std::optional<at::Tensor>>>& into) {
+    TORCH_CHECK(!inputs.empty() && inputs.size() == devices.size() &&
+                    (into.empty() || into.size() == inputs.size()),
+                "graph: one input list and one device per participant");
+    std::vector<Side> sides(inputs.size());
+    for (size_t r = 0; r < inputs.size(); r++)
+      prepare(inputs[r], into.empty() ? std::vector<std::optional<at::Tensor>>{} : into[r],
+              static_cast<c10::DeviceIndex>(devices[r]), sides[r]);
+    execute(sides, devices);
+    std::vector<std::vector<std::optional<at::Tensor>>> res;
+    for (Side& s : sides) res.push_back(std::move(s.outs));
+    return res;
   }
 };
 
@@ -219,6 +266,9 @@ void register_graph(py::module& m) {
       .def("node", &Graph::node)
       .def("set_outputs", &Graph::set_outputs)
       .def("run", &Graph::run, py::arg("inputs"), py::arg("into") = std::vector<std::optional<at::Tensor>>{})
+      .def("run_replicated", &Graph::run_replicated, py::arg("inputs"), py::arg("devices"),
+           py::arg("into") = std::vector<std::vector<std::optional<at::Tensor>>>{})
+      .def_property_readonly("fingerprint", [](const Graph& g) { return tp_graph_fingerprint(g.g); })
       .def_property_readonly("node_count", [](const Graph& g) { return tp_graph_node_count(g.g); })
       .def_property_readonly("random_count", [](const Graph& g) { return tp_graph_random_count(g.g); });
 }

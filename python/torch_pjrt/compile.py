@@ -86,6 +86,8 @@ class _Partition:
         self.eager = False  # the program failed to build: run the nodes one by one
         self.mutations = [] # (graph input, node): the input takes the node's value in place
         self.views = []     # view nodes PyTorch makes after a run, from program outputs/inputs
+        self.group = None   # the device-transport backend of the group its collectives run over
+        self.collectives = []  # their names, in order
 
     def _value(self, n):
         """The program value for fx node |n|, adding it as an input when it comes from outside."""
@@ -136,6 +138,18 @@ class _Partition:
             return
         if not isinstance(node.target, torch._ops.OpOverload):
             raise _NotNative("not an ATen op")
+        group = None
+        if node.target.namespace == "_c10d_functional":
+            if node.target is torch.ops._c10d_functional.wait_tensor.default:
+                # The program's collectives are complete when it is: waiting is the identity.
+                if node.args[0] not in self.values:
+                    raise _NotNative("waits for a collective outside the program")
+                self.values[node] = self.values[node.args[0]]
+                self.nodes.append(node)
+                return
+            group = _device_group(node)
+            if self.group is not None and group is not self.group:
+                raise _NotNative("a collective over a second process group")
         if not _is_tpu_device(node.kwargs.get("device")):
             raise _NotNative("a result on another device")
         val = _val(node)
@@ -176,6 +190,9 @@ class _Partition:
             raise _NotNative("inferred outputs differ from the traced ones")
         self.values[node] = outs if isinstance(val, (list, tuple)) else outs[0]
         self.nodes.append(node)
+        if group is not None:
+            self.group = group
+            self.collectives.append(node.target._schema.name.split("::")[1])
 
     def _long_cat(self, tensors, dim=0):
         """cat of more tensors than one node takes (a DenseNet block's): the cat of the cats of
@@ -266,7 +283,8 @@ class _Partition:
     def run(self, env):
         ins = _to_device([env[n] for n in self.inputs])
         n_out = len(self.outputs)
-        res = self.graph.run(ins, [None] * n_out + [env[dst] for dst in self.mutated])
+        into = [None] * n_out + [env[dst] for dst in self.mutated]
+        res = self.graph.run(ins, into) if self.group is None else self._run_replicated(ins, into)
         env.update(zip(self.outputs, res))
         for v in self.views:
             env[v] = v.target(*torch.fx.node.map_arg(v.args, env.__getitem__), **v.kwargs)
@@ -275,6 +293,41 @@ class _Partition:
                 env[dst].copy_(r)
         for n, dst in self.copies:
             env[n] = env[dst]
+
+
+    def _run_replicated(self, ins, into):
+        """The program over every rank of its group, as one replicated program: the ranks (threads
+        of this process, a device each) meet as for any collective, and the last to arrive runs
+        the program for all of them. Ranks whose graphs differ raise, naming each one's."""
+        from torch_pjrt import distributed
+        for name in self.collectives:
+            distributed._note("device", name)
+        shapes = ", ".join(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in ins)
+        desc = (f"compiled graph({shapes}) of {len(self.nodes)} ops with "
+                f"{', '.join(self.collectives)} (#{self.graph.fingerprint:016x})")
+
+        def run_all(calls):
+            return calls[0][0].run_replicated([c[1] for c in calls], [c[2] for c in calls],
+                                              [c[3] for c in calls])
+        mine = (self.graph, ins, torch.tpu.current_device(), into)
+        return self.group._meet(desc, mine, run_all)[self.group.rank()]
+
+
+def _device_group(node):
+    """The pjrt device-transport backend of a functional collective's group (its name is the
+    node's last argument), else _NotNative: on the host transport, the collective runs eagerly
+    between programs."""
+    import torch.distributed as dist
+    from torch_pjrt import distributed
+    name = node.args[-1] if node.args else None
+    try:
+        pg = dist.distributed_c10d._resolve_process_group(name)
+        backend = pg._get_backend(torch.device("tpu"))
+    except Exception as e:  # noqa: BLE001 - any failure: no lowering
+        raise _NotNative(f"no tpu backend for group {name!r} ({e})")
+    if getattr(backend, "transport", None) != "device":
+        raise _NotNative("its group runs collectives through the host")
+    return backend
 
 
 def _view_chain(node, mine):

@@ -10,6 +10,8 @@
 #include "exec/collective.h"
 #include "exec/eager.h"
 #include "exec/exec.h"
+#include "exec/graph.h"
+#include "ops/op.h"
 #include "runtime/executable.h"
 #include "runtime_helpers.h"
 #include "test.h"
@@ -213,6 +215,81 @@ static void test_bad_calls(void) {
   expect_error(tp_exec_collective(&c), "1..64 devices");
 }
 
+static tp_op_arg_t str_arg(const char *v) {
+  tp_op_arg_t a;
+  memset(&a, 0, sizeof(a));
+  a.kind = TP_ARG_STR;
+  strncpy(a.s, v, sizeof(a.s) - 1);
+  a.text = v;
+  return a;
+}
+
+/* A graph with _c10d_functional collectives in it, run as one replicated program over the N
+ * devices: y = all_reduce(x, "avg") * x, z = all_gather_into_tensor(x) ([N*2, 3]); each
+ * participant's outputs against values computed here. A second run compiles nothing; inputs
+ * laid out differently on one participant are an error (build_failed), not a wrong program. */
+static void test_replicated_graph(void) {
+  tp_graph_t *g = NULL;
+  CHECK_OK(tp_graph_create(&g));
+  tp_meta_t m = {TP_DTYPE_F32, 2, {2, 3}, 0}, out[TP_MAX_OUTS];
+  int x = tp_graph_input(g, &m), n = 0, avg = -1, y = -1, z = -1;
+  tp_op_arg_t ar[3] = {{.kind = TP_ARG_TENSOR}, str_arg("avg"), str_arg("a-long-group-name-0")};
+  CHECK_OK(tp_graph_node(g, tp_op_lookup("_c10d_functional::all_reduce", NULL), ar,
+                         (int[]){x, -1, -1}, 3, out, &n, &avg));
+  tp_op_arg_t mul[2] = {{.kind = TP_ARG_TENSOR}, {.kind = TP_ARG_TENSOR}};
+  CHECK_OK(tp_graph_node(g, tp_op_lookup("mul.Tensor", NULL), mul, (int[]){avg, x}, 2, out, &n, &y));
+  tp_op_arg_t ag[3] = {{.kind = TP_ARG_TENSOR}, {.kind = TP_ARG_INT, .i = N}, str_arg("0")};
+  CHECK_OK(tp_graph_node(g, tp_op_lookup("_c10d_functional::all_gather_into_tensor", NULL), ag,
+                         (int[]){x, -1, -1}, 3, out, &n, &z));
+  CHECK(n == 1 && out[0].sizes[0] == N * 2 && out[0].sizes[1] == 3);
+  CHECK_OK(tp_graph_set_outputs(g, (int[]){y, z}, 2));
+  float xs[N][6];
+  tp_view_t in[N];
+  tp_storage_t *outs[N * 2];
+  int devices[N];
+  for (int r = 0; r < N; r++) {
+    for (int i = 0; i < 6; i++) xs[r][i] = (float)(r * 6 + i) - 5;
+    in[r] = vec(r, TP_DTYPE_F32, 6, xs[r]);
+    in[r].ndim = 2, in[r].sizes[0] = 2, in[r].sizes[1] = 3, in[r].strides[0] = 3, in[r].strides[1] = 1;
+    devices[r] = r;
+  }
+  tp_graph_outcome_t outcome;
+  for (int run = 0; run < 2; run++) {
+    for (int r = 0; r < N; r++) {
+      CHECK_OK(tp_storage_create(tp_exec_client(), r, 6 * 4, &outs[r * 2]));
+      CHECK_OK(tp_storage_create(tp_exec_client(), r, N * 6 * 4, &outs[r * 2 + 1]));
+      g_storages[g_n_storages++] = outs[r * 2];
+      g_storages[g_n_storages++] = outs[r * 2 + 1];
+    }
+    CHECK_OK(tp_graph_run_replicated(g, N, devices, in, NULL, outs, &outcome));
+    CHECK(outcome.compiled == (run == 0));
+    for (int r = 0; r < N; r++) {
+      float yv[6], zv[N * 6];
+      tp_view_t yo = {outs[r * 2], TP_DTYPE_F32, 1, {6}, {1}, 0};
+      tp_view_t zo = {outs[r * 2 + 1], TP_DTYPE_F32, 1, {N * 6}, {1}, 0};
+      read(&yo, yv);
+      read(&zo, zv);
+      for (int i = 0; i < 6; i++) {
+        float mean = 0;
+        for (int q = 0; q < N; q++) mean += xs[q][i];
+        CHECK(fabsf(yv[i] - mean / N * xs[r][i]) < 1e-4f);
+      }
+      for (int i = 0; i < N * 6; i++) CHECK(zv[i] == xs[i / 6][i % 6]);
+    }
+  }
+  /* Participant 2 reads its input at another offset: a different program would be needed. */
+  tp_view_t moved = vec(2, TP_DTYPE_F32, 7, NULL);
+  moved.ndim = 2, moved.sizes[0] = 2, moved.sizes[1] = 3, moved.strides[0] = 3, moved.strides[1] = 1;
+  moved.offset = 1;
+  tp_view_t mixed[N] = {in[0], in[1], moved, in[3]};
+  tp_status_t *st = tp_graph_run_replicated(g, N, devices, mixed, NULL, outs, &outcome);
+  CHECK(outcome.build_failed);
+  expect_error(st, "laid out unlike participant 0");
+  expect_error(tp_graph_run_replicated(g, N, (int[]){0, 1, 1, 3}, in, NULL, outs, &outcome),
+               "both on tpu:1");
+  tp_graph_free(g);
+}
+
 int main(void) {
   setenv("TORCH_PJRT_CPU_DEVICES", "4", 1);
   if (!start_exec(64)) {
@@ -229,6 +306,7 @@ int main(void) {
   test_strided_views();
   test_rerun_compiles_nothing();
   test_bad_calls();
+  test_replicated_graph();
   CHECK_OK(tp_client_synchronize(tp_exec_client()));
   for (int i = 0; i < g_n_storages; i++) tp_storage_release(g_storages[i]);
   TEST_MAIN_END("exec_collective_test");

@@ -100,6 +100,9 @@ def main(rank, mode):
     t = torch.ones(3 + (rank if mode == "shape" else 0), device="tpu")
     if mode == "op" and rank == 1:
         dist.broadcast(t, 0)
+    elif mode == "graph":  # a compiled graph with a collective in it, of another shape per rank
+        f = lambda x: torch.distributed._functional_collectives.all_reduce(x * 2, "sum", dist.group.WORLD)
+        torch.compile(f, backend="tpu")(torch.ones(3 + rank, device="tpu"))
     elif mode == "raise" and rank == 1:
         raise ValueError("rank 1 gave up")
     else:
@@ -115,7 +118,7 @@ print(json.dumps(res))
 """
 
 
-@pytest.mark.parametrize("mode", ["shape", "op", "raise"])
+@pytest.mark.parametrize("mode", ["shape", "op", "graph", "raise"])
 def test_ranks_in_one_process_that_disagree_or_fail_raise_instead_of_hanging(mode):
     p = subprocess.run([sys.executable, "-c", _THREADS_FAULT, mode], capture_output=True, text=True,
                        env=child_env(TORCH_PJRT_CPU_DEVICES=2), timeout=120)
@@ -125,7 +128,7 @@ def test_ranks_in_one_process_that_disagree_or_fail_raise_instead_of_hanging(mod
         assert res["type"] == "ValueError" and "rank 1 gave up" in res["message"], res
     else:
         assert "called different collectives" in res["message"], res
-        assert ("float32[3]" in res["message"] and "float32[4]" in res["message"]) if mode == "shape" \
+        assert ("float32[3]" in res["message"] and "float32[4]" in res["message"]) if mode != "op" \
             else "broadcast" in res["message"]
 
 

@@ -92,16 +92,45 @@ def main(rank, world):
         opt.step()
     results["compiled_ddp"] = all(close(p, q) for p, q in zip(ddp.module.parameters(), REF.parameters()))
 
-    # Functional collectives, eager and inside a compiled function (which splits around them).
+    # Functional collectives, eager and inside compiled functions. On the device transport the
+    # compiled ones are lowered into the graph's program, run once over every rank's device;
+    # on the host transport the graph splits around them.
+    from torch_pjrt import compile as tpc
+    W = dist.group.WORLD
     t = torch.full((3,), float(rank + 1), device="tpu")
-    results["funcol_eager"] = torch.equal(funcol.all_reduce(t, "sum", dist.group.WORLD).cpu(),
+    results["funcol_eager"] = torch.equal(funcol.all_reduce(t, "sum", W).cpu(),
                                           torch.full((3,), world * (world + 1) / 2))
 
     def f(x):
-        y = funcol.all_reduce(x * 2, "sum", dist.group.WORLD)
-        return funcol.all_gather_single(y + 1, 0, dist.group.WORLD).sum()
+        y = funcol.all_reduce(x * 2, "sum", W)
+        return funcol.all_gather_single(y + 1, 0, W).sum()
 
     results["funcol_compiled"] = torch.equal(torch.compile(f, backend="tpu")(t).cpu(), f(t).cpu())
+
+    def every(x):
+        return (funcol.all_reduce(x, "sum", W), funcol.all_reduce(x, "avg", W),
+                funcol.all_reduce(x, "max", W), funcol.all_reduce(x.int(), "min", W),
+                funcol.all_gather_single(x, 0, W), funcol.reduce_scatter_single(x, "sum", 0, W),
+                funcol.all_to_all_single(x, None, None, W), funcol.broadcast(x, world - 1, W))
+
+    x = (torch.arange(4. * world * 3).reshape(4 * world, 3) * (rank + 1) - 5).to("tpu")
+    got = torch.compile(every, backend="tpu")(x)
+    split = any(k.startswith("_c10d_functional") for k in tpc.stats()["splits"])
+    results["funcol_every_collective_compiled"] = all(
+        torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, every(x)))
+    on_device = torch_pjrt.distributed.transport() == "device"
+    results["funcol_lowered_on_device_split_on_host"] = split != on_device
+
+    # A tensor-parallel MLP compiled, forward and backward: its collectives (DTensor's) lowered.
+    tp = parallelize_module(mlp().to("tpu"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    ref = mlp()
+    xb, yb = batches(1)[0]
+    torch.nn.functional.mse_loss(ref(xb), yb).backward()
+    ctp = torch.compile(tp, backend="tpu")
+    loss = torch.nn.functional.mse_loss(ctp(xb.to("tpu")), yb.to("tpu"))
+    loss.backward()
+    results["compiled_tensor_parallel"] = close(loss, torch.nn.functional.mse_loss(ref(xb), yb)) and all(
+        close(p.grad.full_tensor(), q.grad) for p, q in zip(tp.parameters(), ref.parameters()))
     return results
 
 
