@@ -8,7 +8,10 @@ the device transport on 4 CPU-plugin devices in one process (ranks as threads), 
 transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes; the same
 4 threads), and the device transport's program alone (one thread driving the 4 devices, no
 ranks meeting: what the transport costs without Python's threads); then DDP training steps/s of a small MLP at 1 and 2 processes and 4 ranks in one
-process. The shared machine is noisy: compare the ratios, not the times.
+process; then a compiled step with functional collectives (4 layers of a row-parallel MLP, each
+ending in an all_reduce) on 4 ranks in one process, its collectives lowered into the graph's
+program against the same graph split around them (each collective run eagerly). The shared
+machine is noisy: compare the ratios, not the times.
 
     python bench/collectives.py [--reps 5] [--max-mib 64]
 """
@@ -121,6 +124,33 @@ def _measure(rank, world, args):
                     result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world,
                                                             _time(run, sync, nbytes, args.reps))
                     del x, out
+    elif args.mode.startswith("funcol"):  # a compiled step, lowered or split
+        import torch.distributed._functional_collectives as funcol
+        if args.mode == "funcol-split":
+            from torch_pjrt import compile as tpc
+
+            def split(node):
+                raise tpc._NotNative("split for the comparison")
+            tpc._device_group = split
+        gen = torch.Generator().manual_seed(0)
+        w1, w2 = (torch.randn(256, 256, generator=gen).to("tpu") for _ in range(2))
+        x = torch.randn(32, 256, generator=gen).to("tpu")
+
+        def step(x):
+            for _ in range(4):
+                x = funcol.all_reduce(torch.relu(x @ w1) @ w2, "sum", dist.group.WORLD) / 1000
+            return x
+        f = torch.compile(step, backend="tpu")
+        for _ in range(3):
+            f(x)
+        torch.tpu.synchronize()
+        times = []
+        for _ in range(args.reps * 4):
+            dist.barrier(group=cpu)
+            t0 = time.perf_counter()
+            f(x).cpu()
+            times.append(time.perf_counter() - t0)
+        result["step_ms"] = statistics.median(times) * 1e3
     else:  # ddp steps/s
         gen = torch.Generator().manual_seed(0)
         net = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
@@ -199,6 +229,11 @@ def main():
     print(f"DDP MLP steps/s on tpu: 1 process {one['steps_per_s']:.1f}; 2 processes "
           f"({two['transport']} transport) {two['steps_per_s']:.1f}; 4 ranks in one process "
           f"({four['transport']} transport) {four['steps_per_s']:.1f}")
+    lowered = _launch_threads(4, common + ["--mode", "funcol"])["step_ms"]
+    split = _launch_threads(4, common + ["--mode", "funcol-split"])["step_ms"]
+    print(f"compiled step with 4 functional all_reduces, 4 ranks in one process, ms (median): "
+          f"lowered into the program {lowered:.2f}; split around them {split:.2f}; "
+          f"split/lowered {split / lowered:.2f}")
 
 
 if __name__ == "__main__":
