@@ -91,9 +91,11 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
 #define SITES 4096
 typedef struct {
   uint64_t hash; /* 0: empty */
-  int n;         /* tensor dims of the call, all arguments */
-  int64_t *first; /* the first sizes, then per tensor argument its first offset and buffer */
+  int n;         /* tensor dims of the call, all arguments and outputs */
+  int64_t *first; /* the first sizes (arguments', then outputs'), then per tensor argument its
+                     first offset and buffer */
   uint32_t *varying; /* per argument, a bit per dim */
+  uint32_t varying_out[TP_MAX_OUTS]; /* per output, a bit per dim */
   bool moved; /* a view's offset or its storage's buffer length has changed here */
 } site_t;
 
@@ -146,13 +148,17 @@ static uint64_t site_of(uint64_t kind) {
 }
 
 /* Records the call's sizes under its site |h| and fills |padded| (per argument, the dims whose
- * size has changed there); false when none has, when the sizes are the site's first (whose exact
- * program exists), or when the table of sites is full. */
-static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t *padded) {
+ * size has changed there) and, for a row whose outputs pad of their own (|pads_outputs|),
+ * |padded_out| (the same per output); false when none has, when the sizes are the site's first
+ * (whose exact program exists), or when the table of sites is full. */
+static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, const tp_meta_t *outs,
+                    int n_out, bool pads_outputs, uint32_t *padded, uint32_t *padded_out) {
   memset(padded, 0, sizeof(uint32_t) * (size_t)n_args);
+  memset(padded_out, 0, sizeof(uint32_t) * (size_t)n_out);
   int n = 0, nt = 0;
   for (int i = 0; i < n_args; i++)
     if (args[i].arg.kind == TP_ARG_TENSOR) n += args[i].view.ndim, nt++;
+  for (int k = 0; k < n_out; k++) n += outs[k].ndim;
   site_t *kd = NULL;
   for (size_t i = 0; i < SITES; i++) {
     site_t *s = &g_sites[(h + i) % SITES];
@@ -170,18 +176,22 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t
       }
       s->hash = h;
       s->n = n;
-      for (int a = 0, at = 0, lt = n; a < n_args; a++)
+      int at = 0, lt = n;
+      for (int a = 0; a < n_args; a++)
         if (args[a].arg.kind == TP_ARG_TENSOR) {
           for (int d = 0; d < args[a].view.ndim; d++) s->first[at++] = args[a].view.sizes[d];
           lie(&args[a].view, &s->first[lt]);
           lt += 2;
         }
+      for (int k = 0; k < n_out; k++)
+        for (int d = 0; d < outs[k].ndim; d++) s->first[at++] = outs[k].sizes[d];
       return false; /* the first call at a site runs exactly */
     }
   }
   if (!kd || kd->n != n) return false; /* full, or a hash collision */
   bool any = false, first = true;
-  for (int a = 0, at = 0, lt = n; a < n_args; a++) {
+  int at = 0;
+  for (int a = 0, lt = n; a < n_args; a++) {
     if (args[a].arg.kind != TP_ARG_TENSOR) continue;
     for (int d = 0; d < args[a].view.ndim; d++, at++)
       if (args[a].view.sizes[d] != kd->first[at]) {
@@ -197,6 +207,17 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, uint32_t
     for (int d = 0; d < args[a].view.ndim; d++)
       if (args[a].view.sizes[d] <= 1) padded[a] &= ~(1u << d);
     any = any || padded[a];
+  }
+  for (int k = 0; k < n_out; k++) {
+    for (int d = 0; d < outs[k].ndim; d++, at++)
+      if (outs[k].sizes[d] != kd->first[at]) {
+        kd->varying_out[k] |= 1u << d;
+        first = false;
+      }
+    padded_out[k] = pads_outputs ? kd->varying_out[k] : 0;
+    for (int d = 0; d < outs[k].ndim; d++)
+      if (outs[k].sizes[d] <= 1) padded_out[k] &= ~(1u << d);
+    any = any || padded_out[k];
   }
   /* The first sizes and places again: the exact program they compiled. A site whose views
    * move runs the bucket's program even with no dim padded: it takes offsets as inputs. */
@@ -472,7 +493,12 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
     for (int j = 0; j < k; j++)
       if (outs[j].storage == outs[k].storage) return NULL;
   }
-  if (!observe(site, args, n_args, padded)) return NULL;
+  /* Outputs are padded of their own only where the row says so; elsewhere an output's sizes
+   * follow its arguments'. */
+  bool pads_outputs = tp_op_pads_outputs(d);
+  uint32_t padded_out[TP_MAX_OUTS];
+  if (!observe(site, args, n_args, out_metas, n_out, pads_outputs, padded, padded_out))
+    return NULL;
   tp_pad_t fill = tp_op_pad(d, bargs, n_args, padded);
   if (fill == TP_PAD_NONE) return NULL;
   /* The call at the bucket's sizes, and its outputs there. */
@@ -491,6 +517,9 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
   }
   if (bn != n_out) return NULL;
   memcpy(bargs, inferred, sizeof(tp_op_arg_t) * (size_t)n_args); /* as infer refined them */
+  for (int k = 0; k < n_out; k++)
+    for (int dd = 0; dd < bmeta[k].ndim; dd++)
+      if (padded_out[k] >> dd & 1) bmeta[k].sizes[dd] = tp_bucket_size(out_metas[k].sizes[dd]);
   int64_t caps[TP_MAX_OUTS], big = 0;
   for (int k = 0; k < n_out; k++) {
     if (bmeta[k].ndim != out_metas[k].ndim || bmeta[k].dtype != out_metas[k].dtype) return NULL;

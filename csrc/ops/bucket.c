@@ -98,12 +98,16 @@ tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
     int d = args[0].meta.ndim ? tp_norm_dim(args[1].i, args[0].meta.ndim) : 0;
     return d >= 0 && !(padded[0] >> d & 1) ? TP_PAD_ZERO : TP_PAD_NONE;
   }
+  /* arange at the bucket's length: its live values are the front (tp_op_pads_outputs). */
+  if (f == tp_infer_arange) return TP_PAD_ANY;
   /* cat: tp_op_emit_live joins the parts where their live values end. */
   if (f == tp_infer_arrange && op->code == TP_AR_CAT) return TP_PAD_ANY;
   if (f == tp_infer_reduce) return any_padded(padded, n_args) ? reduce_pad(op, args, n_args, padded)
                                                               : TP_PAD_ANY;
   return TP_PAD_NONE;
 }
+
+bool tp_op_pads_outputs(const tp_op_def_t *op) { return op->infer == tp_infer_arange; }
 
 bool tp_op_emit_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                      int n_args, const uint32_t *padded, const tp_hlo_value_t *in,

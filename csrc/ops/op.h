@@ -166,6 +166,10 @@ typedef enum { TP_PAD_NONE, TP_PAD_ANY, TP_PAD_ZERO, TP_PAD_ONE, TP_PAD_LOWEST, 
 /* |padded[i]|: a bit per dim of argument i that is padded (bucket.c). */
 tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
                    const uint32_t *padded);
+/* Whether the row's outputs may be padded where their own sizes change from call to call, with
+ * no tensor argument padded: its sizes come from scalar values (arange's end), and the live
+ * values are the front of the same computation at the bucket's sizes. */
+bool tp_op_pads_outputs(const tp_op_def_t *op);
 /* Whether the call treats the first |k| dims of its outputs as rows: each output row comes from
  * the same row of each argument that has those dims (its first k dims, sizes equal) and from
  * the other arguments whole, so the rows may be taken in any consistent order and padding rows

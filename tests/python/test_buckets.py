@@ -78,7 +78,7 @@ _DECODE = """
 import json, torch, torch_pjrt
 w = torch.randn(8, 8, device="tpu")
 def step(n):
-    x = torch.ones(2, n, 8, device="tpu")
+    x = torch.ones(2, n, 8, device="tpu") + torch.arange(n, device="tpu").view(1, n, 1)
     return torch.softmax((x @ w) @ (x @ w).transpose(1, 2), -1).sum()
 for n in range(1, 20):  # warm-up: every bucket up to 32
     step(n)

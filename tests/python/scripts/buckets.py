@@ -118,6 +118,13 @@ def case_index(n, dev):
             torch.isin(ids, torch.tensor([1, 2], device=dev), invert=True)]
 
 
+def case_arange(n, dev):
+    # A creation op whose size is a value: its output is padded where that size changes.
+    return [torch.arange(n, device=dev), torch.arange(3, n + 3, device=dev) * 2,
+            torch.arange(0.0, n * 0.5, 0.5, device=dev), torch.arange(n, 0, -1, device=dev),
+            torch.arange(n, dtype=torch.float32, device=dev).view(1, n, 1) + torch.ones(2, n, 3, device=dev)]
+
+
 def case_backward(n, dev):
     x, y = inputs(n, dev, 9)
     g = torch.Generator().manual_seed(90)
