@@ -294,19 +294,26 @@ class _Partition:
         for n, dst in self.copies:
             env[n] = env[dst]
 
-
     def _run_replicated(self, ins, into):
         """The program over every rank of its group, as one replicated program: the ranks (threads
         of this process, a device each) meet as for any collective, and the last to arrive runs
-        the program for all of them. Ranks whose graphs differ raise, naming each one's."""
+        the program for all of them. Ranks whose graphs call different collectives or take
+        different inputs raise, naming each one's. Graphs that differ otherwise (a rank's own
+        constants, as DTensor's vocabulary-parallel embedding traces its row range) cannot be one
+        program: GraphBuildError on every rank, and the partition runs op by op."""
         from torch_pjrt import distributed
+        from torch_pjrt._C import GraphBuildError
         for name in self.collectives:
             distributed._note("device", name)
-        shapes = ", ".join(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in ins)
-        desc = (f"compiled graph({shapes}) of {len(self.nodes)} ops with "
-                f"{', '.join(self.collectives)} (#{self.graph.fingerprint:016x})")
+        shapes = ", ".join(distributed._layout(t) for t in ins)
+        desc = f"compiled graph({shapes}) of {len(self.nodes)} ops with {', '.join(self.collectives)}"
 
         def run_all(calls):
+            if len({c[0].fingerprint for c in calls}) > 1:
+                raise GraphBuildError(
+                    "the ranks traced different programs around the same collectives ("
+                    + ", ".join(f"rank {r}: #{c[0].fingerprint:016x}" for r, c in enumerate(calls))
+                    + "), constants of their own: they cannot run as one replicated program")
             return calls[0][0].run_replicated([c[1] for c in calls], [c[2] for c in calls],
                                               [c[3] for c in calls])
         mine = (self.graph, ins, torch.tpu.current_device(), into)
@@ -318,7 +325,6 @@ def _device_group(node):
     node's last argument), else _NotNative: on the host transport, the collective runs eagerly
     between programs."""
     import torch.distributed as dist
-    from torch_pjrt import distributed
     name = node.args[-1] if node.args else None
     try:
         pg = dist.distributed_c10d._resolve_process_group(name)

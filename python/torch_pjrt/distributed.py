@@ -73,11 +73,16 @@ def _op_name(op):
     return "?"
 
 
+def _layout(t, shape=True):
+    """A tensor as ranks compare it: "float32[3, 4]"."""
+    return str(t.dtype).replace('torch.', '') + (str(list(t.shape)) if shape else '')
+
+
 def _describe(name, t=None, opts=None, shape=True):
     """A call as ranks compare it: "all_reduce(float32[3, 4], SUM)"."""
     desc = name
     if t is not None:
-        desc += f"({str(t.dtype).replace('torch.', '')}{list(t.shape) if shape else ''}"
+        desc += f"({_layout(t, shape)}"
         desc += f", {_op_name(opts.reduceOp)}" if opts is not None and hasattr(opts, "reduceOp") else ""
         desc += ")"
     return desc
