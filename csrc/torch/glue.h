@@ -3,7 +3,8 @@
 // project: it turns PyTorch's interfaces into calls of the C core and holds no op logic. One file
 // per PyTorch interface: device.cpp (allocator, guard, generator, hooks), kernel.cpp (the table
 // kernel, the CPU fallback, autocast), copy.cpp (copies, views, storage ops), graph.cpp (the
-// graph object of the torch.compile backend), module.cpp (torch_pjrt._C).
+// graph object of the torch.compile backend), sdpa.cpp (the SDPA kernel choice), module.cpp
+// (torch_pjrt._C).
 #ifndef TP_TORCH_GLUE_H_
 #define TP_TORCH_GLUE_H_
 

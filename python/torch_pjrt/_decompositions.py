@@ -6,7 +6,9 @@ decomposition is registered as the op's tpu kernel, and its parts run natively o
 any op. A few such ops torch._decomp lacks are decomposed here: mm/bmm with an output dtype
 (which torch._decomp's addmm.dtype and baddbmm.dtype call), and the *_overrideable convolutions
 PyTorch's _convolution routes a non-CPU backend to, whose CPU entries are error stubs: they are
-the convolution ops the op table lowers (or the fallback runs on CPU). Every other op without a CPU kernel
+the convolution ops the op table lowers (or the fallback runs on CPU). The memory-efficient
+attention kernel and its backward, which scaled_dot_product_attention picks on tpu as on CUDA
+(csrc/torch/sdpa.cpp), are the math path's computation. Every other op without a CPU kernel
 raises NotImplementedError saying so (in the glue's fallback).
 
 Three fused kernels that do have CPU kernels are decomposed here too, because the CPU fallback
@@ -63,6 +65,69 @@ def _masked_softmax(self, mask, dim=None, mask_type=None):
     if mask_type == 1 and self.dim() == 4 and mask.dim() == 2:
         mask = mask[:, None, None, :]
     return torch.softmax(self.masked_fill(mask, float("-inf")), dim)
+
+
+def _attention(query, key, value, attn_bias, is_causal, scale):
+    """softmax(q k^T * scale + bias) as PyTorch's math path computes it: 16-bit inputs in float32,
+    q and k each scaled by sqrt(scale), a causal mask aligned top-left, a row masked entirely all
+    zeros (`_safe_softmax`). Returns the probabilities, the scores and q, k, v in that precision."""
+    acc = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    q, k, v = (t.to(acc) for t in (query, key, value))
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    root = math.sqrt(abs(scale))
+    scores = torch.matmul(q * (-root if scale < 0 else root), k.transpose(-2, -1) * root)
+    if is_causal:
+        keep = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_bias is not None:
+        scores = scores + attn_bias
+    return torch._safe_softmax(scores, -1), scores, q, k, v
+
+
+def _heads_last(t):
+    """(batch, heads, seq, dim) laid out as (batch, seq, heads, dim), as CUDA's kernels return
+    it: DTensor plans views of the result on those strides."""
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
+                         is_causal=False, *, scale=None):
+    """The memory-efficient SDPA kernel (the one DTensor shards by heads): the math path's
+    attention, the log-sum-exp of each row's scores when asked (float32, the row dim padded to a
+    multiple of 32 as CUDA's), and the RNG state, unused without dropout."""
+    torch._check(dropout_p == 0.0, lambda: "tpu: memory-efficient attention with dropout is not "
+                 "implemented (scaled_dot_product_attention takes the math path for dropout)")
+    attn, scores, _, _, v = _attention(query, key, value, attn_bias, is_causal, scale)
+    out = _heads_last(torch.matmul(attn, v).to(query.dtype))
+    b, h, n = query.shape[:3]
+    if compute_log_sumexp:
+        lse = torch.nn.functional.pad(torch.logsumexp(scores, -1).float(), (0, -n % 32))
+    else:
+        lse = query.new_empty((b, h, 0), dtype=torch.float32)
+    rng = torch.zeros((), dtype=torch.long, device=query.device)
+    return out, lse, rng, rng.clone()
+
+
+def _efficient_attention_backward(grad_out, query, key, value, attn_bias, out, logsumexp,
+                                  philox_seed, philox_offset, dropout_p, grad_input_mask,
+                                  is_causal=False, *, scale=None):
+    """Its backward: the probabilities recomputed (nothing of size L x S was kept), then the
+    softmax's backward, in the forward's precision."""
+    torch._check(dropout_p == 0.0, lambda: "tpu: memory-efficient attention with dropout is not "
+                 "implemented")
+    attn, _, q, k, v = _attention(query, key, value, attn_bias, is_causal, scale)
+    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    grad = grad_out.to(attn.dtype)
+    grad_v = torch.matmul(attn.transpose(-2, -1), grad)
+    grad_scores = torch._softmax_backward_data(torch.matmul(grad, v.transpose(-2, -1)), attn, -1,
+                                               attn.dtype)
+    grad_q = torch.matmul(grad_scores, k) * scale
+    grad_k = torch.matmul(grad_scores.transpose(-2, -1), q) * scale
+    grad_bias = None
+    if attn_bias is not None and grad_input_mask[3]:
+        grad_bias = grad_scores.sum_to_size(attn_bias.shape).to(attn_bias.dtype)
+    return (_heads_last(grad_q.to(query.dtype)), _heads_last(grad_k.to(key.dtype)),
+            _heads_last(grad_v.to(value.dtype)), grad_bias)
 
 
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
@@ -128,6 +193,9 @@ def _own_decompositions():
             aten.convolution_overrideable.default: _convolution_overrideable,
             aten.convolution_backward_overrideable.default: _convolution_backward_overrideable,
             aten._masked_softmax.default: _masked_softmax,
+            aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
+            aten._scaled_dot_product_efficient_attention_backward.default:
+                _efficient_attention_backward,
             aten._native_multi_head_attention.default: _native_multi_head_attention,
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 

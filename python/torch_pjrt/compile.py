@@ -614,10 +614,15 @@ def _decompositions():
     from torch_pjrt import _C
     native = {"aten::" + n for n in _C.native_ops()} | {"aten::" + n for n in _C.graph_ops()}
     from torch._decomp import decomposition_table
+    from torch_pjrt._decompositions import _own_decompositions
     aten = torch.ops.aten
     table = core_aten_decompositions()
     # A core ATen op with no graph lowering that is views and a copy underneath.
     table[aten.repeat.default] = decomposition_table[aten.repeat.default]
+    # The attention kernel scaled_dot_product_attention picks on tpu, in the ops a graph lowers.
+    for op in (aten._scaled_dot_product_efficient_attention.default,
+               aten._scaled_dot_product_efficient_attention_backward.default):
+        table[op] = _own_decompositions()[op]
     return {op: fn for op, fn in table.items()
             if op.name() not in native and op.name().split(".")[0] + ".default" not in native}
 

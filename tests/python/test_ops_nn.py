@@ -1,6 +1,6 @@
 """Neural-net ops and modules against CPU: dropout backward of integer gradients, gradients through
-composite ops, the transformer encoder layer's and multi-head attention's eval fast paths, and
-masked softmax."""
+composite ops, the transformer encoder layer's and multi-head attention's eval fast paths, masked
+softmax, and the kernel scaled_dot_product_attention picks."""
 import pytest
 import torch
 
@@ -115,6 +115,76 @@ def test_masked_softmax():
         for m, mask_type in ((mask, 0), (pad, 1)):
             assert_same(torch._masked_softmax(x.to(DEVICE), m.to(DEVICE), 3, mask_type),
                         torch._masked_softmax(x, m, 3, mask_type), equal_nan=True)
+
+
+def _qkv(dtype, shape=(2, 3, 5, 8)):
+    g = torch.Generator().manual_seed(3)
+    return [torch.randn(shape, generator=g).to(dtype).requires_grad_() for _ in range(3)]
+
+
+def _grad_fn_names(t):
+    names, todo = set(), [t.grad_fn]
+    while todo:
+        fn = todo.pop()
+        if fn is not None and type(fn).__name__ not in names:
+            names.add(type(fn).__name__)
+            todo += [f for f, _ in fn.next_functions]
+    return names
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_sdpa_runs_the_efficient_kernel_as_cuda_does(dtype, mask, compiled):
+    # Without a kernel choice for tpu, SDPA took its math path, which DTensor cannot run with a
+    # mask (found with PyTorch's own tensor-parallel Transformer). As on CUDA it now runs the
+    # memory-efficient kernel, forward and backward, with a row masked entirely giving zeros.
+    import torch.nn.functional as F
+    q, k, v = _qkv(dtype)
+    m = None
+    if mask == "bool":
+        m = torch.rand(5, 5, generator=torch.Generator().manual_seed(4)) > 0.4
+        m[1] = False
+    elif mask == "float":
+        m = torch.randn(2, 1, 5, 5, generator=torch.Generator().manual_seed(4)).to(dtype)
+    causal = mask == "causal"
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal)
+    ref.sum().backward()
+    tq, tk, tv = (t.detach().to(DEVICE).requires_grad_() for t in (q, k, v))
+    tm = None if m is None else m.to(DEVICE)
+    fn = F.scaled_dot_product_attention
+    if compiled:
+        fn = torch.compile(fn, backend="tpu", dynamic=False)
+    with torch_pjrt.strict():
+        out = fn(tq, tk, tv, attn_mask=tm, is_causal=causal)
+        out.sum().backward()
+    if not compiled:
+        assert "ScaledDotProductEfficientAttentionBackward0" in _grad_fn_names(out)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    assert_same(out, ref, **tol)
+    for a, b in zip((tq, tk, tv), (q, k, v)):
+        assert_same(a.grad, b.grad, **tol)
+
+
+def test_sdpa_keeps_the_math_path_where_the_kernel_does_not_apply():
+    # Dropout (its mask would have to be regenerated for the backward), grouped key/value heads
+    # and a user's sdpa_kernel(MATH) keep the math path; the kernel, called directly,
+    # returns the log-sum-exp of each row's scores, padded to a multiple of 32 as CUDA's.
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (t.detach().to(DEVICE).requires_grad_() for t in _qkv(torch.float32))
+    efficient = "ScaledDotProductEfficientAttentionBackward0"
+    assert efficient not in _grad_fn_names(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5))
+    assert efficient not in _grad_fn_names(
+        F.scaled_dot_product_attention(q, k[:, :1], v[:, :1], enable_gqa=True))
+    with sdpa_kernel(SDPBackend.MATH):
+        assert efficient not in _grad_fn_names(F.scaled_dot_product_attention(q, k, v))
+    out, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, None, True)
+    assert lse.shape == (2, 3, 32) and lse.dtype == torch.float32
+    scores = q.detach().cpu().double() @ k.detach().cpu().double().transpose(-2, -1) / 8 ** 0.5
+    assert_same(lse[..., :5], scores.logsumexp(-1).float(), atol=1e-5, rtol=1e-5)
+    assert_same(out, F.scaled_dot_product_attention(*(t.detach().cpu() for t in (q, k, v))),
+                atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])

@@ -131,6 +131,30 @@ def main(rank, world):
     loss.backward()
     results["compiled_tensor_parallel"] = close(loss, torch.nn.functional.mse_loss(ref(xb), yb)) and all(
         close(p.grad.full_tensor(), q.grad) for p, q in zip(tp.parameters(), ref.parameters()))
+
+    # PyTorch's own tensor-parallel test Transformer (its parallelize: vocabulary-parallel
+    # embedding, attention split by heads, optionally sequence parallel), forward and backward,
+    # eager and compiled. Its causal attention runs the kernel DTensor shards by heads. Compiled
+    # with static shapes: this process has compiled other modules, so Dynamo would make the
+    # length symbolic, and then SDPA takes its math path (csrc/torch/sdpa.cpp says why), which
+    # DTensor cannot run with a causal mask.
+    from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
+    args = ModelArgs(dropout_p=0.0)
+    init = torch.Generator().manual_seed(2)
+    ref = Transformer(args)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(torch.randn(p.shape, generator=init) * 0.2)
+    tokens = torch.randint(0, args.vocab_size, (2, 8), generator=init)
+    ref(tokens).sum().backward()
+    full = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t
+    for name, seq, compiled in (("", False, False), ("_sequence_parallel", True, False),
+                                ("_compiled", False, True)):
+        tp = Transformer.parallelize(copy.deepcopy(ref).to("tpu"), mesh, use_seq_parallel=seq)
+        loss = (torch.compile(tp, backend="tpu", dynamic=False) if compiled else tp)(tokens.to("tpu")).sum()
+        loss.backward()
+        results["transformer_tensor_parallel" + name] = close(full(loss), ref(tokens).sum(), 1e-4) and all(
+            close(full(p.grad), q.grad, 1e-4) for p, q in zip(tp.parameters(), ref.parameters()))
     return results
 
 
