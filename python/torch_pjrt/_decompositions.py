@@ -101,7 +101,8 @@ def _efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropo
     out = _heads_last(torch.matmul(attn, v).to(query.dtype))
     b, h, n = query.shape[:3]
     if compute_log_sumexp:
-        lse = torch.nn.functional.pad(torch.logsumexp(scores, -1).float(), (0, -n % 32))
+        lse = torch.logsumexp(scores, -1).float()  # zeros after it: a cat, which buckets serve
+        lse = torch.cat([lse, lse.new_zeros((b, h, -n % 32))], -1)
     else:
         lse = query.new_empty((b, h, 0), dtype=torch.float32)
     rng = torch.zeros((), dtype=torch.long, device=query.device)
