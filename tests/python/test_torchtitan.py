@@ -1,6 +1,6 @@
 """TorchTitan's own entry point (torchrun -m torchtitan.train, its llama3 debug model: FlexAttention,
-selective activation checkpointing, gradient clipping, FSDP2 over the ranks, DCP checkpoints) on
-tpu with nothing of TorchTitan changed, against the same steps on CPU.
+selective activation checkpointing, gradient clipping, FSDP2 or tensor parallelism over the ranks,
+DCP checkpoints) on tpu with nothing of TorchTitan changed, against the same steps on CPU.
 
 The data and tokenizer are made here (the wheel ships none): a small text set in the layout of
 TorchTitan's c4_test and a byte-level BPE tokenizer in Hugging Face's format. Both devices start
@@ -44,13 +44,14 @@ def _assert_trains_like_cpu(tpu, cpu):
         assert abs(tpu[s][1] - cpu[s][1]) <= 1e-3 * abs(cpu[s][1]), (s, tpu[s], cpu[s])
 
 
-_CPU = {}  # nproc -> the CPU run from the seed, shared by the tests that compare with it
+_CPU = {}  # (nproc, args) -> the CPU run from the seed, shared by the tests that compare with it
 
 
-def _cpu(workdir, nproc):
-    if nproc not in _CPU:
-        _CPU[nproc] = _train(workdir, "cpu", nproc, *_from_seed(workdir, f"cpu{nproc}"))[0]
-    return _CPU[nproc]
+def _cpu(workdir, nproc, *args):
+    if (nproc, args) not in _CPU:
+        dump = f"cpu{nproc}" + "".join(a.strip("-").replace(".", "_") for a in args)
+        _CPU[nproc, args] = _train(workdir, "cpu", nproc, *_from_seed(workdir, dump), *args)[0]
+    return _CPU[nproc, args]
 
 
 @pytest.mark.parametrize("nproc", [1, 2], ids=["1-process", "2-processes-fsdp"])
@@ -82,3 +83,17 @@ def test_torchtitan_compiled_trains_on_tpu_as_on_cpu(workdir):
     tpu, report, _ = _train(workdir, "tpu", 1, "--compile.enable", *_from_seed(workdir, "tpu1c"))
     _assert_trains_like_cpu(tpu, _cpu(workdir, 1))
     assert not report["fallbacks"], report
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_torchtitan_tensor_parallel_trains_on_tpu_as_on_cpu(workdir, compiled):
+    """TorchTitan's own tensor-parallel plan (--parallelism.tensor_parallel_degree 2, two
+    processes: attention and MLP split by heads and columns, sequence-parallel norms, a
+    vocabulary-parallel embedding and output) against the same on CPU; eager and compiled."""
+    tp = ("--parallelism.tensor_parallel_degree", "2")
+    extra = ("--compile.enable",) if compiled else ()
+    dump = "tpu_tp" + ("_compiled" if compiled else "")
+    tpu, report, _ = _train(workdir, "tpu", 2, *_from_seed(workdir, dump), *tp, *extra)
+    _assert_trains_like_cpu(tpu, _cpu(workdir, 2, *tp))
+    assert not report["fallbacks"], report
+    assert report["collectives"]["host"].get("reduce_scatter_single", 0) > 0, report
