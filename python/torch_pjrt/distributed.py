@@ -30,7 +30,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import AllgatherOptions as _AllgatherOptions, Backend as _CBackend, _create_work_from_future
+from torch._C._distributed_c10d import Backend as _CBackend, _create_work_from_future
 
 NAME = "pjrt"
 TRANSPORTS = ("device", "host")
@@ -462,12 +462,15 @@ class _HostTransport(ProcessGroupPjrt):
         if not _CHECK or self._size == 1:
             return
         desc = _describe(name, t, opts, shape)
-        # First a digest of the call (one round trip of 8 bytes a rank); only when the digests
-        # differ, which every rank sees alike, the descriptions themselves, to name the calls.
-        digest = int.from_bytes(hashlib.blake2b(desc.encode(), digest_size=8).digest(), "little", signed=True)
-        every = torch.empty(self._size, dtype=torch.int64)
-        self._gloo._allgather_base(every, torch.tensor([digest]), _AllgatherOptions()).wait()
-        if (every == digest).all():
+        # First a digest of the call: the largest and the smallest over the ranks in one MAX
+        # all_reduce of (digest, -digest), gloo's cheapest round trip. Only when they differ,
+        # which every rank sees alike, the descriptions themselves, to name the calls.
+        digest = int.from_bytes(hashlib.blake2b(desc.encode(), digest_size=7).digest(), "little")
+        both = torch.tensor([digest, -digest])
+        o = dist.AllreduceOptions()
+        o.reduceOp = dist.ReduceOp.MAX
+        self._gloo.allreduce([both], o).wait()
+        if both[0] == -both[1]:
             return
         raw = desc.encode()[:_FP_BYTES]
         mine = torch.zeros(_FP_BYTES, dtype=torch.uint8)

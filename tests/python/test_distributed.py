@@ -137,15 +137,17 @@ def _assert_all_true(rank, res):
     assert not failed, f"rank {rank}: {failed}"
 
 
-@pytest.mark.parametrize("mode", ["shape", "op"])
+@pytest.mark.parametrize("mode", ["shape", "op", "shape_large", "op_large"])
 def test_ranks_calling_different_collectives_raise_instead_of_hanging(mode):
     # gloo would reduce buffers of different sizes silently ("shape") or wait for the timeout
-    # ("op"): every rank raises at once, naming what each rank called.
+    # ("op"): every rank raises at once, naming what each rank called. A large call is checked
+    # while its data moves, and raises all the same.
+    n = 1 << 17 if mode.endswith("_large") else 3
     for res in _run_ranks("faulty_rank.py", args=(mode,), timeout=120):
         assert res["raised"] and res["seconds"] < 10, res
         assert "called different collectives" in res["message"]
-        assert ("float32[3]" in res["message"] and "float32[4]" in res["message"]) if mode == "shape" \
-            else "broadcast" in res["message"]
+        assert (f"float32[{n}]" in res["message"] and f"float32[{n + 1}]" in res["message"]) \
+            if mode.startswith("shape") else "broadcast" in res["message"]
 
 
 def test_torch_distributed_debug_detail_works_and_still_names_a_mismatch():

@@ -1,5 +1,6 @@
 """One rank of the safety test (WORLD_SIZE=2): argv[1] says how the ranks disagree. "shape" and
-"op": the ranks call collectives that differ in shape / kind; "kill": rank 1 exits between two
+"op": the ranks call collectives that differ in shape / kind ("shape_large", "op_large": on 512 KiB,
+which the host transport checks while the data moves); "kill": rank 1 exits between two
 collectives. Prints one JSON line: whether this rank raised, the message, and how long it took."""
 import datetime
 import json
@@ -16,8 +17,9 @@ rank = int(os.environ["RANK"])
 dist.init_process_group(init_method="env://", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=30))
 mode, started, result = sys.argv[1], time.time(), {"raised": False}
 try:
-    t = torch.ones(3 + (rank if mode == "shape" else 0), device="tpu")
-    if mode == "op" and rank == 1:
+    base = 1 << 17 if mode.endswith("_large") else 3
+    t = torch.ones(base + (rank if mode.startswith("shape") else 0), device="tpu")
+    if mode.startswith("op") and rank == 1:
         dist.broadcast(t, 0)
     else:
         dist.all_reduce(t)
