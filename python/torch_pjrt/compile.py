@@ -75,9 +75,11 @@ def _same_layout(node):
 class _Partition:
     """Consecutive graph nodes lowered into one program."""
 
-    def __init__(self, fold=frozenset()):
+    def __init__(self, fold=frozenset(), split_collectives=False):
         from torch_pjrt import _C
         self.fold = fold    # host nodes that may run here instead (see _foldable)
+        self.split_collectives = split_collectives  # collectives run eagerly between programs
+        self.split = None   # the plan that runs its nodes instead (_Diverged), once made
         self.graph = _C.Graph()
         self.inputs = []    # fx nodes whose runtime values feed the program, in input order
         self.values = {}    # fx node -> the meta tensor naming its value inside the program
@@ -147,6 +149,8 @@ class _Partition:
                 self.values[node] = self.values[node.args[0]]
                 self.nodes.append(node)
                 return
+            if self.split_collectives:
+                raise _NotNative("the ranks' programs differ: collectives run between them")
             group = _device_group(node)
             if self.group is not None and group is not self.group:
                 raise _NotNative("a collective over a second process group")
@@ -247,7 +251,7 @@ class _Partition:
 
     def rebuilt(self):
         """A fresh partition holding the same nodes (drops inputs or nodes of a failed add)."""
-        p = _Partition(self.fold)
+        p = _Partition(self.fold, self.split_collectives)
         for n in self.nodes:
             p.add(n)
         return p
@@ -300,7 +304,8 @@ class _Partition:
         the program for all of them. Ranks whose graphs call different collectives or take
         different inputs raise, naming each one's. Graphs that differ otherwise (a rank's own
         constants, as DTensor's vocabulary-parallel embedding traces its row range) cannot be one
-        program: GraphBuildError on every rank, and the partition runs op by op."""
+        program: every rank raises _diverged(), and runs the partition split around its
+        collectives from then on."""
         from torch_pjrt import distributed
         from torch_pjrt._C import GraphBuildError
         for name in self.collectives:
@@ -310,14 +315,38 @@ class _Partition:
 
         def run_all(calls):
             if len({c[0].fingerprint for c in calls}) > 1:
-                raise GraphBuildError(
+                raise _diverged()(
                     "the ranks traced different programs around the same collectives ("
                     + ", ".join(f"rank {r}: #{c[0].fingerprint:016x}" for r, c in enumerate(calls))
                     + "), constants of their own: they cannot run as one replicated program")
-            return calls[0][0].run_replicated([c[1] for c in calls], [c[2] for c in calls],
-                                              [c[3] for c in calls])
+            graph, ins, devices, intos = calls[0][0], [c[1] for c in calls], [c[2] for c in calls], \
+                [c[3] for c in calls]
+            try:
+                return graph.run_replicated(ins, devices, intos)
+            except GraphBuildError as e:
+                # One program needs one input layout. Ranks' tensors equal in shape, strides and
+                # offset can still differ in their buffers' lengths (a shape bucket pads a buffer
+                # past its tensor): seen with a compiled tensor-parallel MLP's shards, and a
+                # device-side copy into a fresh tensor did not help. Buffers fresh from the host
+                # are exact on every rank.
+                if "laid out unlike" not in str(e):
+                    raise
+                dense = [[t.cpu().to(t.device) for t in i] for i in ins]
+                return graph.run_replicated(dense, devices, intos)
         mine = (self.graph, ins, torch.tpu.current_device(), into)
         return self.group._meet(desc, mine, run_all)[self.group.rank()]
+
+
+_DIVERGED = []
+
+
+def _diverged():
+    """The GraphBuildError of ranks whose replicated partition differs in more than its
+    collectives and inputs (a class made once: the native module loads after this one)."""
+    if not _DIVERGED:
+        from torch_pjrt._C import GraphBuildError
+        _DIVERGED.append(type("RanksDivergedError", (GraphBuildError,), {}))
+    return _DIVERGED[0]
 
 
 def _device_group(node):
@@ -424,11 +453,13 @@ def _foldable(gm):
     return frozenset(fold)
 
 
-def _partition(gm):
-    """Steps of the graph: partitions (lowered) and single nodes (run eagerly), in order."""
+def _partition(gm, nodes=None, split_collectives=False):
+    """Steps of the graph (or of its |nodes|, in order): partitions (lowered) and single nodes
+    (run eagerly), in order. With |split_collectives| collectives are single nodes."""
     fold = _foldable(gm)
-    steps, part = [], _Partition(fold)
-    for node in gm.graph.nodes:
+    new_part = lambda: _Partition(fold, split_collectives)
+    steps, part = [], new_part()
+    for node in gm.graph.nodes if nodes is None else nodes:
         if node.op != "call_function":
             continue
         if node.target is operator.getitem and node.args[0] not in part.values:
@@ -451,7 +482,7 @@ def _partition(gm):
             steps.append(part)
         steps.append(node)
         _stats["splits"][str(node.target)] += 1
-        part = _Partition(fold)
+        part = new_part()
     if part.nodes:
         steps.append(part)
     # Which values each partition must hand out: those any other step or the output reads.
@@ -527,7 +558,21 @@ def _compile_static(gm):
     output = next(n for n in gm.graph.nodes if n.op == "output")
     attrs = {n: getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
 
-    # Per step: the partition (or None) and the functions that run its nodes eagerly.
+    plan = _plan(steps)
+
+    def run(args):
+        env = dict(zip(placeholders, args))
+        env.update(attrs)
+        args.clear()  # the caller's list: let inputs die as soon as the graph is done with them
+        _run_plan(gm, plan, env)
+        return torch.fx.node.map_arg(output.args[0], env.__getitem__)
+
+    run._boxed_call = True  # AOTAutograd passes the argument list itself
+    return run
+
+
+def _plan(steps):
+    """Per step: the partition (or None) and the functions that run its nodes eagerly."""
     plan, i = [], 0
     while i < len(steps):
         if isinstance(steps[i], _Partition):
@@ -543,31 +588,36 @@ def _compile_static(gm):
         else:
             plan.append((None, [_eager_step(steps[i])]))
             i += 1
+    return plan
 
+
+def _run_plan(gm, plan, env):
     from torch_pjrt._C import GraphBuildError
-
-    def run(args):
-        env = dict(zip(placeholders, args))
-        env.update(attrs)
-        args.clear()  # the caller's list: let inputs die as soon as the graph is done with them
-        for step, fns in plan:
-            if step is not None and not step.eager:
-                try:
-                    step.run(env)
-                    continue
-                except GraphBuildError as e:
-                    # A lowering bug must not stop the user's program: this partition runs
-                    # eagerly from now on, and says so once.
-                    step.eager = True
-                    _stats["splits"]["partition that failed to build"] += 1
-                    warnings.warn(f"tpu: a compiled partition of {len(step.nodes)} ops failed "
-                                  f"to build and runs eagerly instead: {e}")
-            for fn in fns:
-                fn(env)
-        return torch.fx.node.map_arg(output.args[0], env.__getitem__)
-
-    run._boxed_call = True  # AOTAutograd passes the argument list itself
-    return run
+    for step, fns in plan:
+        if step is not None and step.split is not None:
+            _run_plan(gm, step.split, env)
+            continue
+        if step is not None and not step.eager:
+            try:
+                step.run(env)
+                continue
+            except _diverged():
+                # Each rank's own program, the collectives run eagerly between them.
+                _stats["splits"]["ranks whose programs differ"] += 1
+                from torch._subclasses.fake_tensor import unset_fake_temporarily
+                with unset_fake_temporarily():
+                    step.split = _plan(_partition(gm, step.nodes, split_collectives=True))
+                _run_plan(gm, step.split, env)
+                continue
+            except GraphBuildError as e:
+                # A lowering bug must not stop the user's program: this partition runs
+                # eagerly from now on, and says so once.
+                step.eager = True
+                _stats["splits"]["partition that failed to build"] += 1
+                warnings.warn(f"tpu: a compiled partition of {len(step.nodes)} ops failed "
+                              f"to build and runs eagerly instead: {e}")
+        for fn in fns:
+            fn(env)
 
 
 def _eager_step(node):
