@@ -324,11 +324,11 @@ class _Partition:
             try:
                 return graph.run_replicated(ins, devices, intos)
             except GraphBuildError as e:
-                # One program needs one input layout. Ranks' tensors equal in shape, strides and
-                # offset can still differ in their buffers' lengths (a shape bucket pads a buffer
-                # past its tensor): seen with a compiled tensor-parallel MLP's shards, and a
-                # device-side copy into a fresh tensor did not help. Buffers fresh from the host
-                # are exact on every rank.
+                # One program needs one input layout: run on dense copies. Ranks' tensors equal
+                # in shape, strides and offset can still differ in their buffers' lengths (a
+                # shape bucket pads a buffer past its tensor): seen with a compiled
+                # tensor-parallel MLP's shards, and a device-side copy into a fresh tensor did
+                # not help. Buffers fresh from the host are exact on every rank.
                 if "laid out unlike" not in str(e):
                     raise
                 dense = [[t.cpu().to(t.device) for t in i] for i in ins]
