@@ -79,7 +79,7 @@ class _Partition:
         from torch_pjrt import _C
         self.fold = fold    # host nodes that may run here instead (see _foldable)
         self.split_collectives = split_collectives  # collectives run eagerly between programs
-        self.split = None   # the plan that runs its nodes instead (_Diverged), once made
+        self.split = None   # the plan that runs its nodes instead (see _diverged), once made
         self.graph = _C.Graph()
         self.inputs = []    # fx nodes whose runtime values feed the program, in input order
         self.values = {}    # fx node -> the meta tensor naming its value inside the program
@@ -592,6 +592,7 @@ def _plan(steps):
 
 
 def _run_plan(gm, plan, env):
+    """Runs |plan| (of graph |gm|) on |env|, the values by fx node, which it fills in."""
     from torch_pjrt._C import GraphBuildError
     for step, fns in plan:
         if step is not None and step.split is not None:
@@ -670,9 +671,10 @@ def _decompositions():
     # A core ATen op with no graph lowering that is views and a copy underneath.
     table[aten.repeat.default] = decomposition_table[aten.repeat.default]
     # The attention kernel scaled_dot_product_attention picks on tpu, in the ops a graph lowers.
+    own = _own_decompositions()
     for op in (aten._scaled_dot_product_efficient_attention.default,
                aten._scaled_dot_product_efficient_attention_backward.default):
-        table[op] = _own_decompositions()[op]
+        table[op] = own[op]
     return {op: fn for op, fn in table.items()
             if op.name() not in native and op.name().split(".")[0] + ".default" not in native}
 
