@@ -16,11 +16,9 @@ namespace {
 int64_t choose(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                const std::optional<at::Tensor>& attn_mask, double dropout_p, bool is_causal,
                std::optional<double> scale, bool enable_gqa) {
-  (void)attn_mask, (void)is_causal, (void)scale;
+  (void)attn_mask, (void)dropout_p, (void)is_causal, (void)scale;
   auto math = static_cast<int64_t>(at::SDPBackend::math);
-  // Dropout needs the same random mask in the backward: the math path keeps it, our kernel
-  // would have to regenerate it, in a compiled graph too. Not done: math.
-  if (!at::globalContext().userEnabledMemEfficientSDP() || dropout_p > 0.0) return math;
+  if (!at::globalContext().userEnabledMemEfficientSDP()) return math;
   if (query.dim() != 4 || key.dim() != 4 || value.dim() != 4) return math;
   if (query.is_nested() || key.is_nested() || value.is_nested()) return math;
   if (!query.is_floating_point() || key.scalar_type() != query.scalar_type() ||

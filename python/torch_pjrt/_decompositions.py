@@ -90,14 +90,39 @@ def _heads_last(t):
     return t.transpose(1, 2).contiguous().transpose(1, 2)
 
 
+def _dropout_keep(seed, shape, p):
+    """Which positions of an attention of |shape| dropout keeps (probability 1 - |p|), from the
+    0-dim int64 |seed|: a counter-based hash of each position's index (lowbias32, a round per
+    word of the seed), so the backward regenerates the forward's mask from the seed alone, as
+    CUDA's kernels do from their Philox seed and offset."""
+    word = 0xFFFFFFFF
+    x = torch.arange(math.prod(shape), dtype=torch.int64, device=seed.device).view(shape)
+    x = x * 0x9E3779B1
+    for part in (seed & word, seed >> 32):
+        x = (x + part) & word
+        x = x ^ (x >> 16)
+        x = (x * 0x7FEB352D) & word
+        x = x ^ (x >> 15)
+        x = (x * 0x846CA68B) & word
+        x = x ^ (x >> 16)
+    return x >= int(p * 2 ** 32)
+
+
+def _dropped(attn, seed, p):
+    """|attn| with dropout applied: the kept positions scaled by 1 / (1 - p)."""
+    return attn * _dropout_keep(seed, attn.shape, p) * (1 / (1 - p) if p < 1 else 0.0)
+
+
 def _efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropout_p=0.0,
                          is_causal=False, *, scale=None):
     """The memory-efficient SDPA kernel (the one DTensor shards by heads): the math path's
     attention, the log-sum-exp of each row's scores when asked (float32, the row dim padded to a
-    multiple of 32 as CUDA's), and the RNG state, unused without dropout."""
-    torch._check(dropout_p == 0.0, lambda: "tpu: memory-efficient attention with dropout is not "
-                 "implemented (scaled_dot_product_attention takes the math path for dropout)")
+    multiple of 32 as CUDA's), and the dropout seed (_dropout_keep) and offset (0)."""
     attn, scores, _, _, v = _attention(query, key, value, attn_bias, is_causal, scale)
+    seed = torch.zeros((), dtype=torch.long, device=query.device)
+    if dropout_p > 0:
+        seed = torch.randint(0, 2 ** 62, (), device=query.device)
+        attn = _dropped(attn, seed, dropout_p)
     out = _heads_last(torch.matmul(attn, v).to(query.dtype))
     b, h, n = query.shape[:3]
     if compute_log_sumexp:
@@ -105,23 +130,23 @@ def _efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropo
         lse = torch.cat([lse, lse.new_zeros((b, h, -n % 32))], -1)
     else:
         lse = query.new_empty((b, h, 0), dtype=torch.float32)
-    rng = torch.zeros((), dtype=torch.long, device=query.device)
-    return out, lse, rng, rng.clone()
+    return out, lse, seed, torch.zeros_like(seed)
 
 
 def _efficient_attention_backward(grad_out, query, key, value, attn_bias, out, logsumexp,
                                   philox_seed, philox_offset, dropout_p, grad_input_mask,
                                   is_causal=False, *, scale=None):
-    """Its backward: the probabilities recomputed (nothing of size L x S was kept), then the
-    softmax's backward, in the forward's precision."""
-    torch._check(dropout_p == 0.0, lambda: "tpu: memory-efficient attention with dropout is not "
-                 "implemented")
+    """Its backward: the probabilities recomputed (nothing of size L x S was kept), the dropout
+    mask regenerated from its seed, then the softmax's backward, in the forward's precision."""
     attn, _, q, k, v = _attention(query, key, value, attn_bias, is_causal, scale)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     grad = grad_out.to(attn.dtype)
-    grad_v = torch.matmul(attn.transpose(-2, -1), grad)
-    grad_scores = torch._softmax_backward_data(torch.matmul(grad, v.transpose(-2, -1)), attn, -1,
-                                               attn.dtype)
+    kept = _dropped(attn, philox_seed, dropout_p) if dropout_p > 0 else attn
+    grad_v = torch.matmul(kept.transpose(-2, -1), grad)
+    grad_kept = torch.matmul(grad, v.transpose(-2, -1))
+    if dropout_p > 0:
+        grad_kept = _dropped(grad_kept, philox_seed, dropout_p)
+    grad_scores = torch._softmax_backward_data(grad_kept, attn, -1, attn.dtype)
     grad_q = torch.matmul(grad_scores, k) * scale
     grad_k = torch.matmul(grad_scores.transpose(-2, -1), q) * scale
     grad_bias = None

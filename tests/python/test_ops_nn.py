@@ -167,14 +167,13 @@ def test_sdpa_runs_the_efficient_kernel_as_cuda_does(dtype, mask, compiled):
 
 
 def test_sdpa_keeps_the_math_path_where_the_kernel_does_not_apply():
-    # Dropout (its mask would have to be regenerated for the backward), grouped key/value heads
-    # and a user's sdpa_kernel(MATH) keep the math path; the kernel, called directly,
-    # returns the log-sum-exp of each row's scores, padded to a multiple of 32 as CUDA's.
+    # Grouped key/value heads and a user's sdpa_kernel(MATH) keep the math path; the kernel,
+    # called directly, returns the log-sum-exp of each row's scores, padded to a multiple of 32
+    # as CUDA's.
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     q, k, v = (t.detach().to(DEVICE).requires_grad_() for t in _qkv(torch.float32))
     efficient = "ScaledDotProductEfficientAttentionBackward0"
-    assert efficient not in _grad_fn_names(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5))
     assert efficient not in _grad_fn_names(
         F.scaled_dot_product_attention(q, k[:, :1], v[:, :1], enable_gqa=True))
     with sdpa_kernel(SDPBackend.MATH):
@@ -185,6 +184,45 @@ def test_sdpa_keeps_the_math_path_where_the_kernel_does_not_apply():
     assert_same(lse[..., :5], scores.logsumexp(-1).float(), atol=1e-5, rtol=1e-5)
     assert_same(out, F.scaled_dot_product_attention(*(t.detach().cpu() for t in (q, k, v))),
                 atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_dropout_regenerates_its_mask_in_the_backward():
+    # The kernel's dropout mask is a hash of each position under a seed it returns (CUDA's
+    # returns a Philox seed): the backward regenerates it. Against a float64 reference with the
+    # same mask, forward and gradients; the kept fraction; another seed, another mask.
+    import torch.nn.functional as F
+    from torch_pjrt._decompositions import _dropout_keep
+    torch.manual_seed(0)
+    q, k, v = (t.detach().to(DEVICE).requires_grad_() for t in _qkv(torch.float32, (2, 3, 6, 8)))
+    p = 0.3
+    out, lse, seed, offset = torch.ops.aten._scaled_dot_product_efficient_attention(
+        q, k, v, None, True, p, True)
+    keep = _dropout_keep(seed.cpu(), (2, 3, 6, 6), p)
+    qd, kd, vd = (t.detach().cpu().double().requires_grad_() for t in (q, k, v))
+    scores = (qd @ kd.transpose(-2, -1) / 8 ** 0.5).masked_fill(
+        ~torch.ones(6, 6, dtype=torch.bool).tril(), float("-inf"))
+    ref = torch.softmax(scores, -1) * keep / (1 - p) @ vd
+    assert_same(out, ref.float().detach(), atol=1e-5, rtol=1e-5)
+    grad = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    ref.backward(grad)
+    grads = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+        grad.float().to(DEVICE), q, k, v, None, out, lse, seed, offset, p, [True] * 3 + [False], True)
+    for a, b in zip(grads[:3], (qd, kd, vd)):
+        assert_same(a, b.grad.float(), atol=1e-5, rtol=1e-5)
+    many = _dropout_keep(torch.tensor(12345), (64, 64, 64), p).float().mean().item()
+    assert abs(many - (1 - p)) < 0.005, many
+    assert not torch.equal(_dropout_keep(torch.tensor(1), (64, 64), p),
+                           _dropout_keep(torch.tensor(2), (64, 64), p))
+    # Through SDPA, eager and compiled: the kernel with dropout, and gradients that flow.
+    for fn in (F.scaled_dot_product_attention,
+               torch.compile(F.scaled_dot_product_attention, backend="tpu", dynamic=False)):
+        q.grad = None
+        y = fn(q, k, v, dropout_p=p, is_causal=True)
+        y.sum().backward()
+        assert q.grad.isfinite().all() and not torch.equal(
+            y.detach().cpu(), F.scaled_dot_product_attention(q, k, v, is_causal=True).detach().cpu())
+    assert "ScaledDotProductEfficientAttentionBackward0" in _grad_fn_names(
+        F.scaled_dot_product_attention(q, k, v, dropout_p=p))
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])

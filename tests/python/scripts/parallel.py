@@ -134,10 +134,10 @@ def main(rank, world):
 
     # PyTorch's own tensor-parallel test Transformer (its parallelize: vocabulary-parallel
     # embedding, attention split by heads, optionally sequence parallel), forward and backward,
-    # eager and compiled. Its causal attention runs the kernel DTensor shards by heads. Compiled
-    # with static shapes: this process has compiled other modules, so Dynamo would make the
-    # length symbolic, and then SDPA takes its math path (csrc/torch/sdpa.cpp says why), which
-    # DTensor cannot run with a causal mask.
+    # eager and compiled (dropout off, to compare). Its causal attention runs the kernel DTensor
+    # shards by heads. Compiled with static shapes: this process has compiled other modules, so
+    # Dynamo would make the length symbolic, and then SDPA takes its math path
+    # (csrc/torch/sdpa.cpp says why), which DTensor cannot run with a causal mask.
     from torch.testing._internal.distributed._tensor.common_dtensor import ModelArgs, Transformer
     args = ModelArgs(dropout_p=0.0)
     init = torch.Generator().manual_seed(2)
@@ -155,6 +155,20 @@ def main(rank, world):
         loss.backward()
         results["transformer_tensor_parallel" + name] = close(full(loss), ref(tokens).sum(), 1e-4) and all(
             close(full(p.grad), q.grad, 1e-4) for p, q in zip(tp.parameters(), ref.parameters()))
+    # Training with attention dropout (ModelArgs' default 0.1): the kernel's own dropout,
+    # sharded by heads like the rest; its masks are random, so only finite results are checked.
+    drop = copy.deepcopy(ref)
+    drop.zero_grad(set_to_none=True)
+    for m in drop.modules():
+        if hasattr(m, "dropout_p"):
+            m.dropout_p = 0.1
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.1
+    drop = Transformer.parallelize(drop.to("tpu"), mesh, use_seq_parallel=False)
+    loss = drop(tokens.to("tpu")).sum()
+    loss.backward()
+    results["transformer_tensor_parallel_dropout"] = bool(full(loss).isfinite()) and all(
+        bool(full(p.grad).isfinite().all()) for p in drop.parameters())
     # Each rank traces its own embedding rows into its graph: on the device transport the ranks'
     # programs differ, so they run split around their collectives, not op by op.
     results["transformer_compiled_runs_as_programs"] = \
