@@ -136,17 +136,23 @@ def _efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropo
 def _efficient_attention_backward(grad_out, query, key, value, attn_bias, out, logsumexp,
                                   philox_seed, philox_offset, dropout_p, grad_input_mask,
                                   is_causal=False, *, scale=None):
-    """Its backward: the probabilities recomputed (nothing of size L x S was kept), the dropout
-    mask regenerated from its seed, then the softmax's backward, in the forward's precision."""
-    attn, _, q, k, v = _attention(query, key, value, attn_bias, is_causal, scale)
+    """Its backward, as CUDA's: the probabilities recomputed from the scores and the given
+    log-sum-exp (nothing of size L x S was kept; a row whose log-sum-exp is -inf, masked
+    entirely, is zeros), the dropout mask regenerated from its seed, and the softmax's backward
+    through the given output: dS = P * (dP - rowsum(dO * O)). Ring attention (context
+    parallelism) passes a block of keys with the whole row's output and log-sum-exp."""
+    _, scores, q, k, v = _attention(query, key, value, attn_bias, is_causal, scale)
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    grad = grad_out.to(attn.dtype)
+    lse = logsumexp[..., :query.shape[2], None].to(scores.dtype)
+    attn = torch.where(lse == float("-inf"), 0.0, torch.exp(scores - lse))
+    grad = grad_out.to(scores.dtype)
     kept = _dropped(attn, philox_seed, dropout_p) if dropout_p > 0 else attn
     grad_v = torch.matmul(kept.transpose(-2, -1), grad)
     grad_kept = torch.matmul(grad, v.transpose(-2, -1))
     if dropout_p > 0:
         grad_kept = _dropped(grad_kept, philox_seed, dropout_p)
-    grad_scores = torch._softmax_backward_data(grad_kept, attn, -1, attn.dtype)
+    rows = (grad * out.to(scores.dtype)).sum(-1, keepdim=True)
+    grad_scores = attn * (grad_kept - rows)
     grad_q = torch.matmul(grad_scores, k) * scale
     grad_k = torch.matmul(grad_scores.transpose(-2, -1), q) * scale
     grad_bias = None

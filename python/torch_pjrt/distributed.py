@@ -677,7 +677,11 @@ def run_threads(fn, world_size=None, args=(), backend=None, timeout=datetime.tim
         try:
             dist.init_process_group(backend, rank=rank, world_size=n, store=store, timeout=timeout)
             try:
-                results[rank] = fn(rank, *args)
+                # Backward on this thread, not autograd's thread for the device, which has no
+                # world of its own (dist.get_rank() in a backward failed: context parallelism).
+                # PyTorch's threaded process groups turn this off too, for the installing thread.
+                with torch.autograd.set_multithreading_enabled(False):
+                    results[rank] = fn(rank, *args)
             finally:
                 dist.destroy_process_group()
         except BaseException as e:  # noqa: B036 - handed to the caller

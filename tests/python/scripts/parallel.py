@@ -169,6 +169,25 @@ def main(rank, world):
     loss.backward()
     results["transformer_tensor_parallel_dropout"] = bool(full(loss).isfinite()) and all(
         bool(full(p.grad).isfinite().all()) for p in drop.parameters())
+    # Context parallelism: PyTorch's ring attention over the sequence, which merges the kernel's
+    # per-block outputs by their log-sum-exp and hands its backward the whole row's (blocks of
+    # 32 positions: the kernel's log-sum-exp is padded to 32, as CUDA's).
+    from torch.distributed.tensor.experimental import context_parallel
+    from torch.distributed.tensor.experimental._attention import context_parallel_unshard
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    q, k, v = (torch.randn(1, 2, 64 * world, 8, generator=init) for _ in range(3))
+    w = torch.linspace(0.5, 1.5, 8, requires_grad=True)
+    expected = torch.nn.functional.scaled_dot_product_attention(q * w, k, v, is_causal=True)
+    expected.sum().backward()
+    qt, kt, vt = (t.to("tpu") for t in (q, k, v))
+    wt = w.detach().to("tpu").requires_grad_()
+    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION), \
+            context_parallel(mesh, buffers=[qt, kt, vt], buffer_seq_dims=[2, 2, 2]):
+        got = torch.nn.functional.scaled_dot_product_attention(qt * wt, kt, vt, is_causal=True)
+        got.sum().backward()
+    dist.all_reduce(wt.grad)
+    results["context_parallel"] = close(context_parallel_unshard(mesh, [got.detach()], [2])[0],
+                                        expected) and close(wt.grad, w.grad, 1e-4)
     # Each rank traces its own embedding rows into its graph: on the device transport the ranks'
     # programs differ, so they run split around their collectives, not op by op.
     results["transformer_compiled_runs_as_programs"] = \
