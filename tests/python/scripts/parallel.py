@@ -169,6 +169,22 @@ def main(rank, world):
     loss.backward()
     results["transformer_tensor_parallel_dropout"] = bool(full(loss).isfinite()) and all(
         bool(full(p.grad).isfinite().all()) for p in drop.parameters())
+    # 2-D parallelism on 4 ranks: the Transformer tensor parallel (sequence parallel) over one
+    # mesh dim and FSDP2 over the other, each data-parallel rank on half of the batch.
+    if world == 4:
+        mesh2 = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        batch = torch.randint(0, args.vocab_size, (4, 8), generator=init)
+        ref.zero_grad()
+        ref(batch).sum().backward()
+        m = Transformer.parallelize(copy.deepcopy(ref).to("tpu"), mesh2["tp"], use_seq_parallel=True)
+        for layer in m.layers:
+            fully_shard(layer, mesh=mesh2["dp"])
+        fully_shard(m, mesh=mesh2["dp"])
+        half = slice(2 * mesh2["dp"].get_local_rank(), 2 * mesh2["dp"].get_local_rank() + 2)
+        m(batch[half].to("tpu")).sum().backward()
+        # FSDP averages over the 2 data-parallel ranks; the reference summed the whole batch.
+        results["fsdp2_and_tensor_parallel_2d"] = all(
+            close(full(p.grad) * 2, q.grad, 1e-4) for p, q in zip(m.parameters(), ref.parameters()))
     # Context parallelism: PyTorch's ring attention over the sequence, which merges the kernel's
     # per-block outputs by their log-sum-exp and hands its backward the whole row's (blocks of
     # 32 positions: the kernel's log-sum-exp is padded to 32, as CUDA's).
