@@ -67,10 +67,10 @@ def _masked_softmax(self, mask, dim=None, mask_type=None):
     return torch.softmax(self.masked_fill(mask, float("-inf")), dim)
 
 
-def _attention(query, key, value, attn_bias, is_causal, scale):
-    """softmax(q k^T * scale + bias) as PyTorch's math path computes it: 16-bit inputs in float32,
-    q and k each scaled by sqrt(scale), a causal mask aligned top-left, a row masked entirely all
-    zeros (`_safe_softmax`). Returns the probabilities, the scores and q, k, v in that precision."""
+def _scores(query, key, value, attn_bias, is_causal, scale):
+    """q k^T * scale + bias as PyTorch's math path computes it: 16-bit inputs in float32, q and k
+    each scaled by sqrt(scale), a causal mask aligned top-left. Returns the scores, q, k, v in
+    that precision and the scale."""
     acc = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
     q, k, v = (t.to(acc) for t in (query, key, value))
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
@@ -81,7 +81,7 @@ def _attention(query, key, value, attn_bias, is_causal, scale):
         scores = scores.masked_fill(~keep, float("-inf"))
     if attn_bias is not None:
         scores = scores + attn_bias
-    return torch._safe_softmax(scores, -1), scores, q, k, v
+    return scores, q, k, v, scale
 
 
 def _heads_last(t):
@@ -118,7 +118,8 @@ def _efficient_attention(query, key, value, attn_bias, compute_log_sumexp, dropo
     """The memory-efficient SDPA kernel (the one DTensor shards by heads): the math path's
     attention, the log-sum-exp of each row's scores when asked (float32, the row dim padded to a
     multiple of 32 as CUDA's), and the dropout seed (_dropout_keep) and offset (0)."""
-    attn, scores, _, _, v = _attention(query, key, value, attn_bias, is_causal, scale)
+    scores, _, _, v, _ = _scores(query, key, value, attn_bias, is_causal, scale)
+    attn = torch._safe_softmax(scores, -1)  # a row masked entirely: zeros, as the math path
     seed = torch.zeros((), dtype=torch.long, device=query.device)
     if dropout_p > 0:
         seed = torch.randint(0, 2 ** 62, (), device=query.device)
@@ -141,8 +142,7 @@ def _efficient_attention_backward(grad_out, query, key, value, attn_bias, out, l
     entirely, is zeros), the dropout mask regenerated from its seed, and the softmax's backward
     through the given output: dS = P * (dP - rowsum(dO * O)). Ring attention (context
     parallelism) passes a block of keys with the whole row's output and log-sum-exp."""
-    _, scores, q, k, v = _attention(query, key, value, attn_bias, is_causal, scale)
-    scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores, q, k, v, scale = _scores(query, key, value, attn_bias, is_causal, scale)
     lse = logsumexp[..., :query.shape[2], None].to(scores.dtype)
     attn = torch.where(lse == float("-inf"), 0.0, torch.exp(scores - lse))
     grad = grad_out.to(scores.dtype)
