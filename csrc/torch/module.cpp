@@ -99,6 +99,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("stats", &stats);
   m.def("reset_stats", &reset_stats);
   m.def("native_ops", &native_ops);
+  // The size a shape bucket rounds |n| up to (n itself when buckets are off, or n <= 1).
+  m.def("bucket_size", [](int64_t n) { return tp_bucket_size(n); });
+  m.def("bucket_enabled", [] { return tp_bucket_enabled(); });
   m.def("cpu_routed_ops", &cpu_routed_ops);
   m.def("graph_ops", [] {  // rows only whole graphs use (views, factories)
     py::list l;

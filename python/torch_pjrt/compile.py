@@ -18,7 +18,7 @@ import warnings
 import torch
 
 _stats = {"graphs": 0, "partitions": 0, "host_ops": 0, "splits": collections.Counter(),
-          "split_reasons": {}}
+          "split_reasons": {}, "bucketed_graphs": 0, "bucket_refused": collections.Counter()}
 
 
 def stats():
@@ -30,13 +30,16 @@ def stats():
     return {"graphs": _stats["graphs"], "partitions": _stats["partitions"],
             "host_ops": _stats["host_ops"],
             "splits": dict(_stats["splits"]), "split_reasons": dict(_stats["split_reasons"]),
+            "bucketed_graphs": _stats["bucketed_graphs"],
+            "bucket_refused": dict(_stats["bucket_refused"]),
             "graph_runs": s["graph_runs"],
             "graph_compiles": s["graph_compiles"]}
 
 
 def reset_stats():
-    _stats["graphs"] = _stats["partitions"] = _stats["host_ops"] = 0
+    _stats["graphs"] = _stats["partitions"] = _stats["host_ops"] = _stats["bucketed_graphs"] = 0
     _stats["splits"].clear()
+    _stats["bucket_refused"].clear()
     _stats["split_reasons"].clear()
 
 
@@ -518,12 +521,24 @@ def _compile_graph(gm, example_inputs):
 
 def _specializing(gm):
     """A graph with symbolic shapes (dynamic=True, or Dynamo's automatic dynamic shapes after a
-    shape change): each new set of input shapes specializes it into static programs, the sizes
-    found by running the graph on fake tensors of those shapes."""
+    shape change): one program per shape bucket where the graph allows it (_graph_buckets),
+    else each new set of input shapes specializes it into static programs, the sizes found by
+    running the graph on fake tensors of those shapes."""
     cache = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    buckets = _bucketing(gm)
 
     def run(args):
+        nonlocal buckets
+        if buckets is not None:
+            from torch_pjrt._graph_buckets import BucketRefused
+            try:
+                out = buckets(args)
+                if out is not None:
+                    return out
+            except BucketRefused as e:  # raised before anything ran
+                _stats["bucket_refused"][str(e)] += 1
+                buckets = None
         key = tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else a
                     for a in args)
         fn = cache.get(key)
@@ -548,6 +563,23 @@ def _specializing(gm):
 
     run._boxed_call = True
     return run
+
+
+def _bucketing(gm):
+    """|gm|'s bucketed programs, or None where shape buckets are off or the graph can't pad."""
+    from torch_pjrt import _C
+    from torch_pjrt._graph_buckets import BucketRefused, GraphBuckets
+    if not _C.bucket_enabled():
+        return None
+
+    def compile_bucket(rewritten):
+        _stats["bucketed_graphs"] += 1
+        return _compile_static(rewritten)
+    try:
+        return GraphBuckets(gm, compile_bucket)
+    except BucketRefused as e:
+        _stats["bucket_refused"][str(e)] += 1
+        return None
 
 
 def _compile_static(gm):

@@ -1,0 +1,679 @@
+"""Shape buckets for compiled graphs with symbolic shapes.
+
+A graph Dynamo leaves symbolic (dynamic=True, mark_dynamic, automatic dynamic shapes after a
+shape change) is compiled once per shape bucket instead of once per shape: each symbol is
+rounded up by the eager bucket policy (TORCH_PJRT_SHAPE_BUCKETS), the inputs are padded to the
+bucket's sizes, and the program takes the symbols' live values as one int64 input. The padding
+is never read as a value: where an op reads across a padded dim (a reduction, a softmax, a
+contraction, an index taken from a padded tensor) the graph is rewritten to read the padding as
+the op's identity, built from `arange(n) < live`. Outputs are the live part of the program's.
+
+The rewrite knows the ops below by name; a graph with any other op touching a padded dim, a
+size that is not one symbol plus a constant, or a view that merges a padded dim with another,
+is refused (BucketRefused) and compiled per shape, as before.
+"""
+import operator
+import warnings
+
+import sympy
+import torch
+
+aten = torch.ops.aten
+
+
+class BucketRefused(Exception):
+    """The graph cannot run on padded shapes; it is compiled per shape instead."""
+
+
+# Ops that keep each position of every dim where it is (or broadcast it): padded dims pass through.
+_POSITIONAL = {
+    "clone", "_to_copy", "alias", "detach", "lift_fresh_copy", "contiguous", "expand",
+    "permute", "transpose", "t", "unsqueeze", "squeeze", "tril", "triu", "copy_", "copy",
+    "full", "zeros", "ones", "empty", "empty_strided", "new_zeros", "new_ones", "new_empty",
+    "new_full", "full_like", "zeros_like", "ones_like", "empty_like", "scalar_tensor",
+    "_unsafe_view", "view", "reshape", "slice", "select", "cat", "split", "split_with_sizes",
+    "unbind", "arange", "cumsum", "cumprod", "embedding", "index_select", "index", "gather",
+    "index_copy", "index_put", "native_layer_norm", "slice_scatter",
+}
+# Reductions: (identity for floats, how their dims are given).
+_REDUCE = {
+    "sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min", "max": "max",
+    "min": "min", "argmax": "max", "argmin": "min", "any": "any", "all": "all",
+    "logsumexp": "max", "_softmax": "max", "_log_softmax": "max",
+}
+_VIEWS = {"view", "_unsafe_view", "reshape"}
+
+
+def _fill(kind, dtype):
+    """The value a padded element reads as in a reduction of |kind|."""
+    if kind in ("sum", "any") or dtype == torch.bool and kind == "max":
+        return False if dtype == torch.bool else 0
+    if kind in ("all",) or dtype == torch.bool and kind == "min":
+        return True
+    if kind == "prod":
+        return 1
+    if dtype.is_floating_point:
+        return float("-inf") if kind == "max" else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if kind == "max" else info.max
+
+
+def _name(target):
+    return target.overloadpacket.__name__ if isinstance(target, torch._ops.OpOverload) else None
+
+
+class GraphBuckets:
+    """One symbolic graph's bucketed programs. Called with the graph's arguments: its outputs, or
+    None where this call should run an exact program; raises BucketRefused (before running
+    anything) when the graph cannot be bucketed at all.
+
+    Which symbols are padded: all of them at first (Dynamo's automatic dynamic shapes make only
+    sizes that changed symbolic); if the graph can't pad them all (dynamic=True makes a batch
+    size symbolic too, and a view merges it with the sequence), those whose values have changed
+    since the first call, as eager buckets pad the dims that change at a call site."""
+
+    def __init__(self, gm, compile_static):
+        from torch_pjrt import _C
+        self.gm = gm
+        self.compile_static = compile_static
+        self.bucket_size = _C.bucket_size
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        self.output = next(n for n in gm.graph.nodes if n.op == "output")
+        # Each symbol and where a call's arguments give its value: (placeholder index, dim or None).
+        self.symbols, self.source = [], {}
+        for i, p in enumerate(self.placeholders):
+            v = p.meta.get("val")
+            sizes = [(None, v)] if isinstance(v, torch.SymInt) else \
+                list(enumerate(v.shape)) if isinstance(v, torch.Tensor) else []
+            for d, s in sizes:
+                e = s.node.expr if isinstance(s, torch.SymInt) else None
+                if e is not None and e.is_Symbol and e not in self.source:
+                    self.source[e] = (i, d)
+                    self.symbols.append(e)
+        if not self.symbols:
+            raise BucketRefused("no symbol to bucket")
+        self.mutated = {n.args[0] for n in gm.graph.nodes
+                        if n.op == "call_function" and n.target is aten.copy_.default
+                        and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"}
+        self.all = frozenset(range(len(self.symbols)))
+        # Tried in turn until one rewrites: (pad every symbol, or only those that changed;
+        # an input dim m * s is [m, s] merged (a batch of sequences), or [s, m]).
+        self.modes = [(True, True), (True, False), (False, True), (False, False)]
+        self.first, self.varying = None, set()
+        self.programs = {}  # (padded symbols, bucket values) -> _Program
+        self.layouts = {}   # live values -> per output its live (sizes, strides), or its value
+
+    def __call__(self, args):
+        live = []
+        for s in self.symbols:
+            i, d = self.source[s]
+            live.append(int(args[i]) if d is None else int(args[i].shape[d]))
+        if self.first is None:
+            self.first = live
+        self.varying |= {k for k, (v, f) in enumerate(zip(live, self.first)) if v != f}
+        if not self.modes:
+            raise BucketRefused(self.refused)
+        every, batches = self.modes[0]
+        padded = self.all if every else frozenset(self.varying)
+        if not padded:
+            return None
+        key = (padded, batches,
+               tuple(self.bucket_size(v) if k in padded else v for k, v in enumerate(live)))
+        prog = self.programs.get(key)
+        if prog is None:
+            try:
+                try:
+                    prog = self.programs[key] = _Program(self, padded, batches, key[2], args)
+                except BucketRefused:
+                    raise
+                except Exception as e:  # a gap in the rewrite must not stop the user's program
+                    warnings.warn(f"tpu: shape buckets could not rewrite a compiled graph; it "
+                                  f"compiles per shape instead: {type(e).__name__}: {e}")
+                    raise BucketRefused(f"the rewrite failed: {type(e).__name__}") from e
+            except BucketRefused as e:
+                self.modes.pop(0)
+                self.refused = str(e)
+                return self(args)
+        return prog.run(args, live)
+
+    def live_outputs(self, outs, live, prog):
+        """The program's outputs cut to their live sizes (copied where PyTorch expects other
+        strides than the cut's)."""
+        layouts = self.layouts.get(live)
+        if layouts is None:
+            subs = {s: sympy.Integer(v) for s, v in zip(self.symbols, live)}
+            ev = lambda s: int(s.node.expr.xreplace(subs)) if isinstance(s, torch.SymInt) else int(s)
+            layouts = self.layouts[live] = []
+            for n in self.output.args[0]:
+                v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+                layouts.append(([ev(s) for s in v.shape], [ev(s) for s in v.stride()])
+                               if isinstance(v, torch.Tensor) else
+                               ev(v) if isinstance(v, torch.SymInt) else None)
+        result = []
+        for o, lay, scr in zip(outs, layouts, prog.out_scr):
+            if isinstance(lay, int):
+                o = lay
+            elif scr:  # padding between rows: [outer, padded, inner] cut, then merged again
+                shape, cut = [], []
+                for d, n in enumerate(o.shape):
+                    if d in scr:
+                        outer, k, m, c, inner = scr[d]
+                        shape += [outer, n // (outer * inner), inner]
+                        cut += [slice(None), slice(0, m * live[k] + c), slice(None)]
+                    else:
+                        shape.append(n)
+                        cut.append(slice(0, lay[0][d]))
+                o = torch.empty_strided(lay[0], lay[1], dtype=o.dtype, device=o.device).copy_(
+                    o.reshape(shape)[tuple(cut)].reshape(lay[0]))
+            elif lay is not None and isinstance(o, torch.Tensor) and list(o.shape) != lay[0]:
+                o = o[tuple(slice(0, n) for n in lay[0])]
+                if any(n > 1 and st != want for n, st, want in zip(lay[0], o.stride(), lay[1])):
+                    o = torch.empty_strided(lay[0], lay[1], dtype=o.dtype,
+                                            device=o.device).copy_(o)
+            result.append(o)
+        return result
+
+
+class _Program:
+    """The graph rewritten for one bucket: symbols |padded| (indices) at bucket sizes, the others
+    at their exact sizes |values|; traced on fake tensors and compiled."""
+
+    def __init__(self, graph, padded, batches, values, args):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.proxy_tensor import make_fx
+        self.g, self.padded, self.values = graph, padded, values
+        self.fixed = {s: sympy.Integer(v) for k, (s, v) in enumerate(zip(graph.symbols, values))
+                      if k not in padded}
+        self.at_bucket = {s: sympy.Integer(v) for s, v in zip(graph.symbols, values)}
+        # Dims that merge a padded dim behind others ([2, s] -> [2 * s]), whose padding lies
+        # between live rows: node -> {dim: (outer, symbol, m, c, inner)}. Only row-wise ops
+        # and views take them.
+        self.scr = {}
+        self.big = {s: sympy.Integer(1000003 + 1000 * k) for k, s in enumerate(graph.symbols)}
+        for p in graph.placeholders:
+            if batches:  # m * s: m sequences of s, each padded
+                merged = {d: (m, k, 1, 0, 1) for d, (k, m, c) in self.pads(p).items()
+                          if m > 1 and c == 0}
+                if merged:
+                    self.scr[p] = merged
+        self.input_pads = [self._ent(p) for p in graph.placeholders]
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        examples = []
+        with mode:
+            for p, a, pads in zip(graph.placeholders, args, self.input_pads):
+                if isinstance(a, torch.Tensor):
+                    examples.append(torch.empty(self._split(a.shape, pads)[2], dtype=a.dtype,
+                                                device=a.device) if pads else mode.from_tensor(a))
+            examples.append(torch.zeros(len(values), dtype=torch.int64, device=_device(args)))
+            rewritten = make_fx(lambda *xs: self._interpret(list(xs)))(*examples)
+        self.fn = graph.compile_static(rewritten)
+
+    def _split(self, shape, pads):
+        """For a live |shape| with padded dims |pads| (see _ent): the live shape with each dim
+        padded between rows split into [outer, padded, inner], the bucket's shape so split,
+        the bucket's shape, and the live part's index in the split bucket."""
+        live, bucket, whole, cut = [], [], [], []
+        for d, n in enumerate(shape):
+            e = pads.get(d)
+            if e is None:
+                live.append(n), bucket.append(n), whole.append(n), cut.append(slice(None))
+                continue
+            outer, (k, m, c), inner = (1, e, 1) if len(e) == 3 else (e[0], e[1:4], e[4])
+            size = m * self.values[k] + c
+            live += [outer, n // (outer * inner), inner]
+            bucket += [outer, size, inner]
+            whole.append(outer * size * inner)
+            cut += [slice(None), slice(0, n // (outer * inner)), slice(None)]
+        return live, bucket, whole, tuple(cut)
+
+    def pads(self, node):
+        """{dim: (symbol, m, c)} for |node|'s tensor value: its dims of live size m * symbol + c,
+        padded to m * bucket + c. Raises BucketRefused for a padded size of another form."""
+        v = node.meta.get("val") if isinstance(node, torch.fx.Node) else node
+        if not isinstance(v, torch.Tensor):
+            return {}
+        out, scr = {}, self.scr.get(node, {})
+        for d, s in enumerate(v.shape):
+            if isinstance(s, torch.SymInt) and d not in scr:
+                lin = self._linear(s.node.expr)
+                if lin is not None:
+                    out[d] = lin
+        return out
+
+    def _linear(self, e):
+        """(symbol index, m, c) for an expression m * symbol + c of one padded symbol; None for a
+        constant one (after the exact symbols' values)."""
+        e = e.xreplace(self.fixed)
+        if e.is_Integer:
+            return None
+        syms = e.free_symbols
+        if len(syms) != 1:
+            raise BucketRefused(f"a size {e} of more than one padded symbol")
+        (sym,) = syms
+        m = e.diff(sym)
+        c = e - m * sym
+        if not (m.is_Integer and m > 0 and c.is_Integer):
+            raise BucketRefused(f"a size {e} that is not a multiple of a symbol plus a constant")
+        return self.g.symbols.index(sym), int(m), int(c)
+
+    def run(self, args, live):
+        inputs, padded = [], []
+        for p, a, pads in zip(self.g.placeholders, args, self.input_pads):
+            if not isinstance(a, torch.Tensor):
+                continue
+            if pads:
+                split, bucket, whole, cut = self._split(a.shape, pads)
+                buf = torch.zeros(whole, dtype=a.dtype, device=a.device)
+                buf.view(bucket)[cut].copy_(a.reshape(split))
+                if p in self.g.mutated:
+                    padded.append((a, buf.view(bucket)[cut]))
+                a = buf
+            inputs.append(a)
+        inputs.append(torch.tensor(live, dtype=torch.int64, device=_device(args)))
+        args.clear()
+        outs = self.fn(inputs)
+        for a, part in padded:  # write-backs into a padded input: its live part is the input's
+            a.copy_(part.reshape(a.shape))
+        return self.g.live_outputs(outs, tuple(live), self)
+
+    # ---- the rewrite ----
+    def _interpret(self, inputs):
+        """Runs the graph at bucket sizes on (fake) |inputs|, the live values last."""
+        live = inputs.pop()
+        env = {}
+        it = iter(inputs)
+        for p in self.g.placeholders:
+            v = p.meta.get("val")
+            env[p] = int(v.node.expr.xreplace(self.at_bucket)) if isinstance(v, torch.SymInt) \
+                else next(it) if isinstance(v, torch.Tensor) else v
+        for n in self.g.gm.graph.nodes:
+            if n.op == "get_attr":
+                env[n] = getattr(self.g.gm, n.target)
+            elif n.op == "call_function":
+                env[n] = self._node(n, env, live)
+        self.out_scr = [self.scr.get(a) for a in self.g.output.args[0]]
+        return [env[a] if isinstance(a, torch.fx.Node) else a for a in self.g.output.args[0]]
+
+    def _number(self, e, live):
+        """Expression |e| of the symbols as a value: a 0-d tensor from the live values."""
+        e = e.xreplace(self.fixed)
+        if e.is_Integer:
+            return int(e)
+        if e.is_Symbol:
+            return live[self.g.symbols.index(e)]
+        if e.is_Add or e.is_Mul:
+            parts = [self._number(a, live) for a in e.args]
+            out = parts[0]
+            for q in parts[1:]:
+                out = out + q if e.is_Add else out * q
+            return out
+        if e.is_Pow and e.exp.is_Integer and e.exp > 0:
+            return self._number(e.base, live) ** int(e.exp)
+        raise BucketRefused(f"a number {e} of the symbols")
+
+    def _ent(self, a):
+        """All of node |a|'s padded dims: (symbol, m, c) at the end, (outer, symbol, m, c, inner)
+        between rows."""
+        return {**self.pads(a), **self.scr.get(a, {})} if isinstance(a, torch.fx.Node) else {}
+
+    def _mask(self, x, pads, fill, live):
+        """|x| with the padding of |pads| (see _ent) replaced by |fill|."""
+        ok = None
+        for d, e in pads.items():
+            outer, (k, m, c), inner = (1, e, 1) if len(e) == 3 else (e[0], e[1:4], e[4])
+            lim = live[k] * m + c if (m, c) != (1, 0) else live[k]
+            pos = torch.arange(0, x.shape[d], 1, device=x.device)
+            if outer > 1 or inner > 1:  # [outer, padded, inner] flattened: the padded index
+                pos = torch.remainder(torch.div(pos, inner, rounding_mode="floor"),
+                                      x.shape[d] // (outer * inner))
+            keep = pos < lim
+            keep = keep.view([x.shape[d] if i == d else 1 for i in range(x.dim())])
+            ok = keep if ok is None else ok & keep
+        return x if ok is None else x.masked_fill(ok.logical_not(), fill)
+
+    def _node(self, n, env, live):
+        val = n.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            if not isinstance(val, torch.SymInt) and val.node.expr.free_symbols:
+                raise BucketRefused(f"a symbolic {type(val).__name__} ({n.target})")
+            e = val.node.expr.xreplace(self.at_bucket)
+            return int(e) if isinstance(val, torch.SymInt) else \
+                float(e) if isinstance(val, torch.SymFloat) else bool(e)
+        load = lambda a: torch.fx.node.map_arg(a, env.__getitem__)
+        args, kwargs = load(n.args), load(n.kwargs)
+        if not isinstance(n.target, torch._ops.OpOverload):
+            if n.target is operator.getitem:
+                return n.target(*args, **kwargs)
+            raise BucketRefused(f"a call to {n.target}")
+        sym_args = [a for a in n.all_input_nodes if isinstance(a.meta.get("val"), torch.SymInt)
+                    and a.meta["val"].node.expr.xreplace(self.fixed).free_symbols]
+        in_pads = {a: self.pads(a) for a in n.all_input_nodes}
+        outs = val if isinstance(val, (tuple, list)) else [val]
+        name = _name(n.target)
+        if name in ("_assert_scalar", "_assert_async", "sym_constrain_range",
+                    "sym_constrain_range_for_size"):
+            return None  # Dynamo's checks on the live sizes, not the bucket's
+        scrambled = any(a in self.scr for a in n.all_input_nodes)
+        if not any(in_pads.values()) and not any(self.pads(v) for v in outs) and not sym_args \
+                and not scrambled:
+            return n.target(*args, **kwargs)
+        if scrambled:
+            return self._rows(n, name, args, kwargs, in_pads, live)
+        if torch.Tag.nondeterministic_seeded in n.target.tags:
+            raise BucketRefused(f"a random op ({name}) on padded shapes")
+        if torch.Tag.pointwise in n.target.tags:
+            if not sym_args:
+                return n.target(*args, **kwargs)
+            # A symbol used as a number: its live value, from the program's input.
+            nums = {a: self._number(a.meta["val"].node.expr, live) for a in sym_args}
+            args = torch.fx.node.map_arg(n.args, lambda a: nums.get(a, env[a]))
+            kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: nums.get(a, env[a]))
+            return n.target.overloadpacket(*args, **kwargs)
+        if name in _REDUCE:
+            return self._reduce(n, name, args, kwargs, in_pads[n.args[0]], live)
+        if name in ("mm", "bmm", "addmm", "baddbmm"):
+            return self._contract(n, name, args, kwargs, in_pads, live)
+        if name in ("_softmax_backward_data", "_log_softmax_backward_data"):
+            grad, out, dim = args[0], args[1], args[2] % args[1].dim()
+            pads = in_pads[n.args[0]]
+            if dim in pads:
+                grad = self._mask(grad, {dim: pads[dim]}, 0, live)
+                if name == "_softmax_backward_data":
+                    out = self._mask(out, {dim: pads[dim]}, 0, live)
+            return n.target(grad, out, *args[2:], **kwargs)
+        if name in ("nll_loss_forward", "nll_loss_backward"):
+            return self._nll(n, name, args, kwargs, live)
+        if name == "constant_pad_nd":
+            # Padding after the live part: the bucket's sits behind it, so the live part's end
+            # reads as the pad value up to the new live size.
+            pad, value = list(n.args[1]), (n.args[2] if len(n.args) > 2 else 0)
+            xp, nd = in_pads[n.args[0]], args[0].dim()
+            if any(p < 0 for p in pad):
+                raise BucketRefused("constant_pad_nd that crops")
+            out = n.target(*args, **kwargs)
+            shifted = {}
+            for d, (k, m, c) in xp.items():
+                i = 2 * (nd - 1 - d)
+                shifted[d] = (k, m, c + (pad[i] if i < len(pad) else 0))
+            return self._mask(out, shifted, value, live)
+        if name == "embedding_dense_backward":
+            # Padded positions add zeros to row 0, not their garbage to a garbage row.
+            g, idx = n.args[0], n.args[1]
+            args = list(args)
+            args[0] = self._mask(args[0], in_pads[g], 0, live)
+            args[1] = self._mask(args[1], in_pads[idx], 0, live)
+            return n.target(*args, **kwargs)
+        if name == "native_layer_norm_backward":
+            # The weight's and bias's gradients sum over rows: padded rows read as zeros.
+            args = list(args)
+            for j in (0, 1, 3, 4):
+                args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
+            name = "native_layer_norm"
+        elif name not in _POSITIONAL:
+            raise BucketRefused(f"{name} on padded shapes")
+        self._check_positional(n, name, in_pads)
+        if name in ("embedding", "index_select", "gather"):
+            # Index values in the padding are not indices: they read as 0.
+            j = 1 if name == "embedding" else 2
+            args = list(args)
+            args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
+        elif name == "index":
+            args = list(args)
+            args[1] = [None if i is None else self._mask(t, in_pads[i], 0, live)
+                       for i, t in zip(n.args[1], args[1])]
+        return n.target(*args, **kwargs)
+
+    def _reduce(self, n, name, args, kwargs, pads, live):
+        x = args[0]
+        if name in ("_softmax", "_log_softmax"):
+            dims = [args[1]]
+        elif name in ("argmax", "argmin"):
+            d = args[1] if len(args) > 1 else kwargs.get("dim")
+            dims = None if d is None else [d]
+        elif name in ("max", "min") and len(args) == 1:
+            dims = None
+        else:
+            d = args[1] if len(args) > 1 else kwargs.get("dim")
+            dims = None if d is None or d == [] else [d] if isinstance(d, int) else list(d)
+        dims = list(range(x.dim())) if dims is None else [d % max(x.dim(), 1) for d in dims]
+        hit = {d: pads[d] for d in dims if d in pads}
+        if not hit:
+            return n.target(*args, **kwargs)
+        if name in ("argmax", "argmin") and x.dim() > 1 and len(dims) > 1:
+            raise BucketRefused(f"{name} over all dims of a padded tensor")
+        masked = self._mask(x, hit, _fill(_REDUCE[name], x.dtype), live)
+        if name != "mean":
+            return n.target(masked, *args[1:], **kwargs)
+        # mean = the sum over the live elements / their count.
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        total = torch.sum(masked, dims, keepdim=keepdim, dtype=kwargs.get("dtype"))
+        count = 1
+        for d in dims:
+            k, m, c = hit.get(d, (None, 0, x.shape[d]))
+            count = count * (live[k] * m + c if k is not None else c)
+        return total / count
+
+    def _contract(self, n, name, args, kwargs, in_pads, live):
+        args = list(args)
+        a, b = (1, 2) if name in ("addmm", "baddbmm") else (0, 1)
+        ka, kb = args[a].dim() - 1, args[b].dim() - 2
+        pa, pb = in_pads[n.args[a]], in_pads[n.args[b]]
+        if ka in pa or kb in pb:
+            if pa.get(ka) != pb.get(kb):
+                raise BucketRefused(f"{name} contracting a dim padded on one side only")
+            args[a] = self._mask(args[a], {ka: pa[ka]}, 0, live)
+            args[b] = self._mask(args[b], {kb: pb[kb]}, 0, live)
+        return n.target(*args, **kwargs)
+
+    def _check_positional(self, n, name, in_pads):
+        """Refuses a positional op that moves a padded dim's live part off the front."""
+        x = n.args[0] if n.args else None
+        xp = in_pads.get(x, {}) if isinstance(x, torch.fx.Node) else {}
+        if name in _VIEWS:
+            self._view(n)
+        elif name in ("slice", "select", "slice_scatter"):
+            a = n.args[1:] if name != "slice_scatter" else n.args[2:]  # dim, start, end, step
+            dim = (a[0] if a else 0) % max(x.meta["val"].dim(), 1)
+            if dim in xp:
+                start = a[1] if len(a) > 1 else (None if name == "select" else 0)
+                step = a[3] if len(a) > 3 else 1
+                if not isinstance(start, int) or start < 0 or step != 1:
+                    raise BucketRefused(f"{name} of a padded dim from {start}")
+                end = a[2] if name != "select" and len(a) > 2 else None
+                if isinstance(end, torch.fx.Node) or (isinstance(end, int) and end < 0):
+                    ev = end.meta["val"] if isinstance(end, torch.fx.Node) else end
+                    size = x.meta["val"].shape[dim]
+                    if not (isinstance(ev, torch.SymInt) and
+                            (ev.node.expr - size.node.expr).xreplace(self.fixed).is_nonnegative):
+                        raise BucketRefused(f"slice of a padded dim to {ev}")
+        elif name == "cat":
+            tensors, dim = n.args[0], (n.args[1] if len(n.args) > 1 else 0)
+            for t in tensors[:-1]:
+                if dim % t.meta["val"].dim() in in_pads.get(t, {}):
+                    raise BucketRefused("cat after a tensor padded along its dim")
+        elif name in ("split", "split_with_sizes", "unbind"):
+            dim = (n.args[1] if len(n.args) > 1 else 0) if name == "unbind" else \
+                (n.args[2] if len(n.args) > 2 else 0)
+            if dim % x.meta["val"].dim() in xp:
+                raise BucketRefused(f"{name} along a padded dim")
+        elif name in ("index_copy", "index_put"):
+            idx = n.args[2] if name == "index_copy" else n.args[1]
+            for i in (idx if isinstance(idx, (list, tuple)) else [idx]):
+                if isinstance(i, torch.fx.Node) and in_pads.get(i):
+                    raise BucketRefused(f"{name} with padded indices")
+        elif name == "native_layer_norm":
+            rank = len(n.args[2] if _name(n.target) == "native_layer_norm_backward" else n.args[1])
+            if any(d >= x.meta["val"].dim() - rank for d in xp):
+                raise BucketRefused("layer norm over a padded dim")
+        elif name == "embedding" and in_pads.get(n.args[0]):
+            raise BucketRefused("embedding of a padded table")
+        elif name == "arange" and len(n.args) > 1 and isinstance(n.args[0], torch.fx.Node):
+            raise BucketRefused("arange from a symbolic start")
+
+    def _rows(self, n, name, args, kwargs, in_pads, live):
+        """An op on a value whose padding lies between rows ([2, s] -> [2 * s]): ops that keep
+        rows apart, views, and reductions that read the padding as their identity."""
+        x = n.args[0]
+        xs = self.scr.get(x, {}) if isinstance(x, torch.fx.Node) else {}
+        carry = lambda out: self.scr.__setitem__(n, out) if out else None
+        if name in _VIEWS or name in ("unsqueeze", "squeeze"):
+            self._view(n)
+        elif name in ("clone", "_to_copy", "alias", "detach", "contiguous"):
+            carry(xs)
+        elif name in ("t", "transpose", "permute"):
+            nd = x.meta["val"].dim()
+            perm = list(range(nd))
+            if name == "permute":
+                perm = [d % nd for d in n.args[1]]
+            elif nd == 2 or name == "transpose":
+                i, j = ((0, 1) if name == "t" else (n.args[1] % nd, n.args[2] % nd))
+                perm[i], perm[j] = perm[j], perm[i]
+            carry({j: xs[d] for j, d in enumerate(perm) if d in xs})
+        elif name == "expand":
+            shift = n.meta["val"].dim() - x.meta["val"].dim()
+            carry({d + shift: e for d, e in xs.items()})
+        elif name in ("mm", "addmm"):
+            a, b = n.args[-2], n.args[-1]
+            if name == "addmm" and n.args[0] in self.scr:
+                raise BucketRefused("addmm with a bias padded between rows")
+            ea, eb = self._ent(a), self._ent(b)
+            if ea.get(1) != eb.get(0):
+                raise BucketRefused(f"{name} contracting a dim padded unlike on its sides")
+            args = list(args)
+            if 1 in ea:
+                args[-2] = self._mask(args[-2], {1: ea[1]}, 0, live)
+                args[-1] = self._mask(args[-1], {0: eb[0]}, 0, live)
+            carry({d: e for d, e in ((0, self.scr.get(a, {}).get(0)),
+                                     (1, self.scr.get(b, {}).get(1))) if e})
+            return n.target(*args, **kwargs)
+        elif name in _REDUCE or name in ("_softmax_backward_data", "_log_softmax_backward_data"):
+            ent, nd = self._ent(x), x.meta["val"].dim()
+            dims, keepdim = self._reduced(name, args, kwargs, nd)
+            hit = {d: ent[d] for d in dims if d in ent}
+            args = list(args)
+            if name.endswith("_backward_data"):
+                args[0] = self._mask(args[0], hit, 0, live)
+                if name == "_softmax_backward_data":
+                    args[1] = self._mask(args[1], hit, 0, live)
+            elif hit:
+                if name in ("mean", "argmax", "argmin"):
+                    raise BucketRefused(f"{name} over a dim padded between rows")
+                args[0] = self._mask(args[0], hit, _fill(_REDUCE[name], args[0].dtype), live)
+            if not name.endswith("softmax") and not name.endswith("_backward_data"):
+                gone = [] if keepdim else dims
+                carry({d - sum(g < d for g in gone): e for d, e in xs.items() if d not in dims})
+            else:
+                carry(xs)
+            if isinstance(n.meta["val"], (tuple, list)):
+                raise BucketRefused(f"{name} with several results, padded between rows")
+        elif name in ("nll_loss_forward", "nll_loss_backward"):
+            return self._nll(n, name, args, kwargs, live)
+        elif torch.Tag.pointwise in n.target.tags and not torch.Tag.nondeterministic_seeded \
+                in n.target.tags:
+            nd, res = n.meta["val"].dim(), {}
+            for a in n.all_input_nodes:
+                v = a.meta.get("val")
+                if not isinstance(v, torch.Tensor):
+                    continue
+                for d in range(v.dim()):
+                    if isinstance(v.shape[d], int) and v.shape[d] == 1:
+                        continue
+                    sc, od = self.scr.get(a, {}).get(d), d + nd - v.dim()
+                    if od in res and res[od] != sc:
+                        raise BucketRefused("an op mixing padding between rows with other")
+                    res[od] = sc
+            carry({d: sc for d, sc in res.items() if sc})
+            if any(a.meta["val"].node.expr.xreplace(self.fixed).free_symbols
+                   for a in n.all_input_nodes if isinstance(a.meta.get("val"), torch.SymInt)):
+                raise BucketRefused("a symbol as a number next to padding between rows")
+        else:
+            raise BucketRefused(f"{name} on a value with padding between its rows")
+        return n.target(*args, **kwargs)
+
+    def _reduced(self, name, args, kwargs, nd):
+        """The dims reduction |name| reads across, and whether it keeps them."""
+        if name in ("_softmax", "_log_softmax"):
+            return [args[1] % nd], True
+        if name.endswith("_backward_data"):
+            return [args[2] % nd], True
+        if name in ("max", "min") and len(args) == 1:
+            return list(range(nd)), False
+        d = args[1] if len(args) > 1 else kwargs.get("dim")
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        dims = None if d is None or d == [] else [d] if isinstance(d, int) else list(d)
+        return (list(range(nd)) if dims is None else [d % max(nd, 1) for d in dims]), keepdim
+
+    def _nll(self, n, name, args, kwargs, live):
+        """nll_loss: targets in padded rows become ignore_index, so they count nowhere."""
+        t = 2 if name == "nll_loss_backward" else 1
+        reduction = args[t + 2]
+        ent = self._ent(n.args[t])
+        args = list(args)
+        args[t] = self._mask(args[t], ent, args[t + 3], live)
+        if name == "nll_loss_backward":
+            if n.args[1] in self.scr:
+                self.scr[n] = self.scr[n.args[1]]
+        elif reduction == 0 and ent:
+            raise BucketRefused("nll_loss without reduction on padded rows")
+        return n.target(*args, **kwargs)
+
+    def _view(self, n):
+        """Checks view |n| and records where its output's padding lies. The input's dims are
+        split into factors (a padded dim one factor; padding between rows three: outer, padded,
+        inner), the output's dims take them in order, sized with large stand-ins for the padded
+        symbols. A padded factor must fall whole into one output dim; at its front the output dim
+        is padded at its end (rows [s, 4] -> [4 * s]), behind others between rows."""
+        x = n.args[0]
+        num = lambda e: int(e.xreplace(self.fixed).xreplace(self.big)) \
+            if isinstance(e, sympy.Basic) else int(e)
+        factors, scr = [], self.scr.get(x, {})
+        for d, size in enumerate(x.meta["val"].shape):
+            e = size.node.expr if isinstance(size, torch.SymInt) else size
+            outer, inner = 1, 1
+            if d in scr:
+                outer, k, m, c, inner = scr[d]
+                lin = (k, m, c)
+            else:
+                lin = self._linear(e) if isinstance(e, sympy.Basic) else None
+            if lin is None:
+                factors.append([num(e), None])
+                continue
+            k, m, c = lin
+            if c == 0 and m > 1:  # m * s: rows of m
+                lin, inner = (k, 1, 0), m * inner
+            factors += [[outer, None], [lin[1] * num(self.g.symbols[k]) + lin[2], lin],
+                        [inner, None]]
+        factors = [f for f in factors if f[0] != 1 or f[1] is not None]
+        out = {}
+        for j, size in enumerate(n.meta["val"].shape):
+            need = num(size.node.expr if isinstance(size, torch.SymInt) else size)
+            parts = []
+            while need > 1 or (factors and factors[0][0] == 1 and factors[0][1] is None):
+                if not factors:
+                    raise BucketRefused("a view whose sizes do not pair up")
+                f = factors[0]
+                if f[1] is None and f[0] % need == 0 and f[0] != need:
+                    f[0] //= need
+                    parts.append((need, None))
+                    need = 1
+                elif need % f[0] == 0:
+                    need //= f[0]
+                    parts.append(tuple(factors.pop(0)))
+                else:
+                    raise BucketRefused("a view that splits a padded dim")
+            at = [i for i, (_, lin) in enumerate(parts) if lin is not None]
+            if len(at) > 1:
+                raise BucketRefused("a view that merges two padded dims")
+            if at and at[0] > 0:
+                i = at[0]
+                prod = lambda ps: int(torch.tensor([p for p, _ in ps] or [1]).prod())
+                out[j] = (prod(parts[:i]), *parts[i][1], prod(parts[i + 1:]))
+        if factors:
+            raise BucketRefused("a view whose sizes do not pair up")
+        if out:
+            self.scr[n] = out
+
+
+def _device(args):
+    return next((a.device for a in args if isinstance(a, torch.Tensor) and
+                 a.device.type != "cpu"), None)
