@@ -34,7 +34,15 @@ _POSITIONAL = {
     "_unsafe_view", "view", "reshape", "slice", "select", "cat", "split", "split_with_sizes",
     "unbind", "arange", "cumsum", "cumprod", "embedding", "index_select", "index", "gather",
     "index_copy", "index_put", "native_layer_norm", "slice_scatter",
+    # Per sample: with only the batch (dim 0) padded.
+    "convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
+    "avg_pool2d_backward", "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
+    "_native_batch_norm_legit_no_training",
 }
+_PER_SAMPLE = {"convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward",
+               "avg_pool2d", "avg_pool2d_backward", "_adaptive_avg_pool2d",
+               "_adaptive_avg_pool2d_backward", "_native_batch_norm_legit_no_training",
+               "convolution_backward"}
 # Reductions: (identity for floats, how their dims are given).
 _REDUCE = {
     "sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min", "max": "max",
@@ -264,9 +272,14 @@ class _Program:
             if pads:
                 split, bucket, whole, cut = self._split(a.shape, pads)
                 buf = torch.zeros(whole, dtype=a.dtype, device=a.device)
-                buf.view(bucket)[cut].copy_(a.reshape(split))
+                if all(len(e) == 3 for e in pads.values()):  # padded at the end: a prefix
+                    part = buf[tuple(slice(0, n) for n in a.shape)]
+                    part.copy_(a)
+                else:
+                    part = buf.view(bucket)[cut]
+                    part.copy_(a.reshape(split))
                 if p in self.g.mutated:
-                    padded.append((a, buf.view(bucket)[cut]))
+                    padded.append((a, part))
                 a = buf
             inputs.append(a)
         inputs.append(torch.tensor(live, dtype=torch.int64, device=_device(args)))
@@ -403,13 +416,18 @@ class _Program:
             args[0] = self._mask(args[0], in_pads[g], 0, live)
             args[1] = self._mask(args[1], in_pads[idx], 0, live)
             return n.target(*args, **kwargs)
+        if name == "convolution_backward":
+            # The weight's and bias's gradients sum over the batch: padded samples read as zeros.
+            args = list(args)
+            for j in (0, 1):
+                args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
         if name == "native_layer_norm_backward":
             # The weight's and bias's gradients sum over rows: padded rows read as zeros.
             args = list(args)
             for j in (0, 1, 3, 4):
                 args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
             name = "native_layer_norm"
-        elif name not in _POSITIONAL:
+        elif name not in _POSITIONAL and name != "convolution_backward":
             raise BucketRefused(f"{name} on padded shapes")
         self._check_positional(n, name, in_pads)
         if name in ("embedding", "index_select", "gather"):
@@ -505,6 +523,9 @@ class _Program:
             rank = len(n.args[2] if _name(n.target) == "native_layer_norm_backward" else n.args[1])
             if any(d >= x.meta["val"].dim() - rank for d in xp):
                 raise BucketRefused("layer norm over a padded dim")
+        elif name in _PER_SAMPLE:
+            if any(d != 0 for a in n.all_input_nodes for d in in_pads.get(a, {})):
+                raise BucketRefused(f"{name} with a padded dim other than the batch")
         elif name == "embedding" and in_pads.get(n.args[0]):
             raise BucketRefused("embedding of a padded table")
         elif name == "arange" and len(n.args) > 1 and isinstance(n.args[0], torch.fx.Node):

@@ -225,3 +225,36 @@ def test_hugging_face_models_over_sequence_lengths(name, train):
     # Per graph Dynamo captures: an exact program for the first length, then the graph with a
     # symbolic length, one program per bucket (16 and 32): as many as the graphs.
     assert s["bucket_refused"] == {} and s["bucketed_graphs"] == s["graphs"], s
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
+def test_cnn_with_a_dynamic_batch(train):
+    """mark_dynamic on the batch of a small CNN: convolutions, pooling and (eval) batch norm run
+    per sample, so a padded batch is exact; the weights' gradients sum over live samples only."""
+    torch.manual_seed(0)
+    layers = [nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3),
+              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 5)]
+    if not train:
+        layers.insert(1, nn.BatchNorm2d(4))
+    ref = nn.Sequential(*layers).train(train)
+    if not train:
+        ref[1].running_mean.uniform_(-0.5, 0.5)
+        ref[1].running_var.uniform_(0.5, 2)
+    model = copy.deepcopy(ref).to("tpu")
+    step = torch.compile(lambda x: model(x).log_softmax(-1).mean(), backend="tpu")
+    for n in (3, 5, 9, 17):
+        x = _x(n, 3, 8, 8, seed=n)
+        xt = x.to("tpu")
+        torch._dynamo.mark_dynamic(xt, 0)
+        with torch.set_grad_enabled(train):
+            got, want = step(xt), ref(x).log_softmax(-1).mean()
+        assert_same(got, want, atol=1e-5, rtol=1e-5)
+        if train:
+            model.zero_grad(set_to_none=True)
+            ref.zero_grad(set_to_none=True)
+            got.backward()
+            want.backward()
+            for p, q in zip(model.parameters(), ref.parameters()):
+                assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+    s = tc.stats()
+    assert s["bucket_refused"] == {} and s["bucketed_graphs"] == (4 if train else 2), s
