@@ -258,6 +258,8 @@ class _Program:
         if len(syms) != 1:
             raise BucketRefused(f"a size {e} of more than one padded symbol")
         (sym,) = syms
+        if sym not in self.g.symbols:
+            raise BucketRefused(f"a size {e} of a symbol no input gives")
         m = e.diff(sym)
         c = e - m * sym
         if not (m.is_Integer and m > 0 and c.is_Integer):
