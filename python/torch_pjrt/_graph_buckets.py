@@ -8,9 +8,12 @@ is never read as a value: where an op reads across a padded dim (a reduction, a 
 contraction, an index taken from a padded tensor) the graph is rewritten to read the padding as
 the op's identity, built from `arange(n) < live`. Outputs are the live part of the program's.
 
-The rewrite knows the ops below by name; a graph with any other op touching a padded dim, a
-size that is not one symbol plus a constant, or a view that merges a padded dim with another,
-is refused (BucketRefused) and compiled per shape, as before.
+A padded dim may be merged behind others by a view ([2, s] -> [2 * s], a batch of sequences
+flattened for a linear layer): its padding then lies between live rows, which row-wise ops,
+views and masked reductions take (_Program.scr). The rewrite knows the ops below by name; a
+graph with any other op touching a padded dim, a size that is not a multiple of one symbol plus
+a constant, or a view that splits a padded dim, is refused (BucketRefused) before anything runs
+and compiled per shape, as before.
 """
 import operator
 import warnings
@@ -43,7 +46,7 @@ _PER_SAMPLE = {"convolution", "max_pool2d_with_indices", "max_pool2d_with_indice
                "avg_pool2d", "avg_pool2d_backward", "_adaptive_avg_pool2d",
                "_adaptive_avg_pool2d_backward", "_native_batch_norm_legit_no_training",
                "convolution_backward"}
-# Reductions: (identity for floats, how their dims are given).
+# Reductions and softmaxes: the kind of identity their padding reads as (see _fill).
 _REDUCE = {
     "sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min", "max": "max",
     "min": "min", "argmax": "max", "argmin": "min", "any": "any", "all": "all",
@@ -130,18 +133,16 @@ class GraphBuckets:
         prog = self.programs.get(key)
         if prog is None:
             try:
-                try:
-                    prog = self.programs[key] = _Program(self, padded, batches, key[2], args)
-                except BucketRefused:
-                    raise
-                except Exception as e:  # a gap in the rewrite must not stop the user's program
-                    warnings.warn(f"tpu: shape buckets could not rewrite a compiled graph; it "
-                                  f"compiles per shape instead: {type(e).__name__}: {e}")
-                    raise BucketRefused(f"the rewrite failed: {type(e).__name__}") from e
-            except BucketRefused as e:
+                prog = self.programs[key] = _Program(self, padded, batches, key[2], args)
+            except BucketRefused as e:  # the next mode, if any
                 self.modes.pop(0)
                 self.refused = str(e)
                 return self(args)
+            except Exception as e:  # a gap in the rewrite must not stop the user's program
+                warnings.warn(f"tpu: shape buckets could not rewrite a compiled graph; it "
+                              f"compiles per shape instead: {type(e).__name__}: {e}")
+                self.modes = []
+                raise BucketRefused(f"the rewrite failed: {type(e).__name__}") from e
         return prog.run(args, live)
 
     def live_outputs(self, outs, live, prog):

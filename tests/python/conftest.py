@@ -35,6 +35,16 @@ def quiet_fallbacks():
         yield
 
 
+@pytest.fixture
+def fresh_dynamo():
+    """Dynamo's caches and the compile backend's stats cleared around a test."""
+    import torch_pjrt.compile as tc
+    torch._dynamo.reset()
+    tc.reset_stats()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.fixture(scope="session")
 def tpu_available():
     if not torch.tpu.is_available():

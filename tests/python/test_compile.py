@@ -14,12 +14,7 @@ import torch_pjrt.compile as tc
 from tpu_helpers import assert_same, run_json
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    tc.reset_stats()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _bench_module():

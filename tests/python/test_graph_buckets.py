@@ -14,12 +14,7 @@ from tpu_helpers import assert_same
 SIZES = (3, 5, 9, 17, 20)  # buckets 16, 16, 16, 32, 32 under the default policy
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    tc.reset_stats()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _sweep(f, make, sizes=SIZES, tol=1e-5):
