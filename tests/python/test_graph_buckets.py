@@ -253,3 +253,16 @@ def test_cnn_with_a_dynamic_batch(train):
                 assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
     s = tc.stats()
     assert s["bucket_refused"] == {} and s["bucketed_graphs"] == (4 if train else 2), s
+
+
+def test_compiled_llama_over_eight_prompt_lengths_builds_four_programs():
+    """bench/shapes.py's compiled sweep: the prompt lengths 5..33 are one exact graph (the first
+    length) and the buckets 16, 32 and 64: four programs, with the logits of CPU."""
+    ref = _hf("llama").eval()
+    fwd = torch.compile(copy.deepcopy(ref).to("tpu"), backend="tpu")
+    with torch.no_grad():
+        for n in (5, 7, 9, 12, 16, 21, 27, 33):
+            ids = torch.arange(1, n + 1).remainder(90).unsqueeze(0)
+            assert_same(fwd(ids.to("tpu")).logits, ref(ids).logits, atol=1e-5, rtol=1e-4)
+    s = tc.stats()
+    assert s["partitions"] == 4 and s["bucketed_graphs"] == 3 and s["splits"] == {}, s
