@@ -9,10 +9,13 @@ PyTorch CPU over the same sweep (eager; Inductor for the compiled sweep, its sec
   eval     nn.TransformerEncoderLayer(32, 4), batch 2, eval/no_grad, sequence lengths 1..64
   train    the same layer, forward and backward, lengths 1..16
   generate a tiny Llama's generate(), 8 prompt lengths, 16 new tokens each, dynamic cache
-  static   the same with cache_implementation="static"
+  static   the same with cache_implementation="static" (transformers compiles the decode step
+           for tpu with dynamic=False: a static graph per cache length)
+  static_dynamic  the same with compile_config=CompileConfig(backend="tpu", dynamic=None):
+           Dynamo's automatic dynamic shapes, so the decode graph is bucketed
   compiled the tiny Llama's forward under torch.compile(backend="tpu"), 8 prompt lengths
 
-    python bench/shapes.py [--sweeps eval,train,generate,static,compiled]
+    python bench/shapes.py [--sweeps eval,train,generate,static,static_dynamic,compiled]
 """
 import argparse
 import json
@@ -23,7 +26,7 @@ import subprocess
 import sys
 import time
 
-SWEEPS = ("eval", "train", "generate", "static", "compiled")
+SWEEPS = ("eval", "train", "generate", "static", "static_dynamic", "compiled")
 LENGTHS = [5, 7, 9, 12, 16, 21, 27, 33]  # the 8 prompt lengths
 
 
@@ -65,8 +68,11 @@ def _sweep(name, device):
         return run
     lm = _llama().to(device)
     prompts = [torch.arange(1, n + 1, device=device).remainder(120).unsqueeze(0) for n in LENGTHS]
-    if name in ("generate", "static"):
-        extra = {"cache_implementation": "static"} if name == "static" else {}
+    if name in ("generate", "static", "static_dynamic"):
+        extra = {"cache_implementation": "static"} if name.startswith("static") else {}
+        if name == "static_dynamic":
+            from transformers import CompileConfig
+            extra["compile_config"] = CompileConfig(backend="tpu", dynamic=None, mode="default")
 
         def run():
             with torch.no_grad():
@@ -139,11 +145,11 @@ def main():
         return _child(*args.child)
     if args.cpu:
         return _cpu(args.cpu)
-    print("sweep     compiles  graphs  median ms  first s  second s  2nd compiles  cpu s  first/cpu")
+    print("sweep          compiles  graphs  median ms  first s  second s  2nd compiles  cpu s  first/cpu")
     for name in args.sweeps.split(","):
         r = _spawn("--child", name, "tpu")
         c = _spawn("--cpu", name)
-        print(f"{name:<9} {r['compiles']:8d} {r['graph_compiles']:7d} {r['median_ms']:11.1f} {r['first']:8.2f} "
+        print(f"{name:<14} {r['compiles']:8d} {r['graph_compiles']:7d} {r['median_ms']:11.1f} {r['first']:8.2f} "
               f"{r['second']:9.2f} {r['second_compiles']:13d} {c['cpu']:6.2f} {r['first'] / c['cpu']:10.1f}",
               flush=True)
 

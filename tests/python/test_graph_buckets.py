@@ -266,3 +266,23 @@ def test_compiled_llama_over_eight_prompt_lengths_builds_four_programs():
             assert_same(fwd(ids.to("tpu")).logits, ref(ids).logits, atol=1e-5, rtol=1e-4)
     s = tc.stats()
     assert s["partitions"] == 4 and s["bucketed_graphs"] == 3 and s["splits"] == {}, s
+
+
+def test_generate_with_a_static_cache_and_automatic_dynamic_shapes():
+    """transformers compiles the decode step with a static cache; with Dynamo's automatic
+    dynamic shapes (compile_config dynamic=None; its default for tpu is dynamic=False) the
+    cache's length is symbolic and bucketed: new prompt lengths in a bucket build no program."""
+    from transformers import CompileConfig
+    ref = _hf("llama").eval()
+    model = copy.deepcopy(ref).to("tpu")
+    config = CompileConfig(backend="tpu", dynamic=None, mode="default")
+    built = []
+    with torch.no_grad():
+        for n in (5, 7, 9, 12):  # caches of n + 16: the bucket of 32 from the second on
+            ids = torch.arange(3, n + 3).unsqueeze(0)
+            kw = dict(max_new_tokens=16, min_new_tokens=16, do_sample=False, pad_token_id=0,
+                      cache_implementation="static")
+            got = model.generate(ids.to("tpu"), compile_config=config, **kw)
+            assert torch.equal(got.cpu(), ref.generate(ids, **kw)), n
+            built.append(tc.stats()["partitions"])
+    assert built[3] == built[2] == built[1] and tc.stats()["bucketed_graphs"] >= 1, (built, tc.stats())
