@@ -198,6 +198,7 @@ class _Program:
         # between live rows: node -> {dim: (outer, symbol, m, c, inner)}. Only row-wise ops
         # and views take them.
         self.scr = {}
+        self.multi = {}  # an op with several results padded between rows -> per result its scr
         self.big = {s: sympy.Integer(1000003 + 1000 * k) for k, s in enumerate(graph.symbols)}
         for p in graph.placeholders:
             if batches:  # m * s: m sequences of s, each padded
@@ -359,6 +360,9 @@ class _Program:
         args, kwargs = load(n.args), load(n.kwargs)
         if not isinstance(n.target, torch._ops.OpOverload):
             if n.target is operator.getitem:
+                src, i = n.args
+                if src in self.multi and self.multi[src][i]:
+                    self.scr[n] = self.multi[src][i]
                 return n.target(*args, **kwargs)
             raise BucketRefused(f"a call to {n.target}")
         sym_args = [a for a in n.all_input_nodes if isinstance(a.meta.get("val"), torch.SymInt)
@@ -592,6 +596,20 @@ class _Program:
                 raise BucketRefused(f"{name} with several results, padded between rows")
         elif name in ("nll_loss_forward", "nll_loss_backward"):
             return self._nll(n, name, args, kwargs, live)
+        elif name in ("native_layer_norm", "native_layer_norm_backward"):
+            # Row-wise over its trailing dims; the weight's and bias's gradients sum over rows.
+            x = n.args[1] if name.endswith("backward") else x
+            xs = self.scr.get(x, {})
+            rank = len(n.args[2] if name.endswith("backward") else n.args[1])
+            if any(d >= x.meta["val"].dim() - rank for d in xs):
+                raise BucketRefused("layer norm over a dim padded between rows")
+            if name.endswith("backward"):
+                args = list(args)
+                for j in (0, 1, 3, 4):
+                    args[j] = self._mask(args[j], self._ent(n.args[j]), 0, live)
+            # (output, mean, rstd) or (grad_input, grad_weight, grad_bias): which have x's rows
+            self.multi[n] = [xs, {}, {}] if name.endswith("backward") else [xs, xs, xs]
+            return n.target(*args, **kwargs)
         elif torch.Tag.pointwise in n.target.tags and not torch.Tag.nondeterministic_seeded \
                 in n.target.tags:
             nd, res = n.meta["val"].dim(), {}

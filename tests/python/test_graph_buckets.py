@@ -173,6 +173,29 @@ def _hf(name):
     import transformers as tf
     tf.logging.set_verbosity_error()
     torch.manual_seed(0)
+    small = dict(vocab_size=99, num_hidden_layers=2, num_attention_heads=4)
+    more = {
+        "qwen2": lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(
+            hidden_size=32, intermediate_size=37, num_key_value_heads=2, **small)),
+        "phi": lambda: tf.PhiForCausalLM(tf.PhiConfig(
+            hidden_size=32, intermediate_size=37, resid_pdrop=0.0, embd_pdrop=0.0, **small)),
+        "gpt_neox": lambda: tf.GPTNeoXForCausalLM(tf.GPTNeoXConfig(
+            hidden_size=32, intermediate_size=37, **small)),
+        "opt": lambda: tf.OPTForCausalLM(tf.OPTConfig(
+            hidden_size=32, ffn_dim=37, word_embed_proj_dim=32, dropout=0.0, **small)),
+        "gemma": lambda: tf.GemmaForCausalLM(tf.GemmaConfig(
+            hidden_size=32, intermediate_size=37, num_key_value_heads=1, head_dim=8, **small)),
+        "distilbert": lambda: tf.DistilBertForMaskedLM(tf.DistilBertConfig(
+            vocab_size=99, dim=32, hidden_dim=37, n_layers=2, n_heads=4, dropout=0.0)),
+        "t5": lambda: tf.T5ForConditionalGeneration(tf.T5Config(
+            vocab_size=99, d_model=32, d_ff=37, num_layers=2, num_heads=4, d_kv=8,
+            decoder_start_token_id=0, dropout_rate=0.0)),
+        "bart": lambda: tf.BartForConditionalGeneration(tf.BartConfig(
+            vocab_size=99, d_model=32, encoder_ffn_dim=37, decoder_ffn_dim=37, encoder_layers=1,
+            decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4, dropout=0.0)),
+    }
+    if name in more:
+        return more[name]()
     if name == "llama":
         cfg = tf.LlamaConfig(vocab_size=99, hidden_size=32, intermediate_size=37,
                              num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
@@ -286,3 +309,24 @@ def test_generate_with_a_static_cache_and_automatic_dynamic_shapes():
             assert torch.equal(got.cpu(), ref.generate(ids, **kw)), n
             built.append(tc.stats()["partitions"])
     assert built[3] == built[2] == built[1] and tc.stats()["bucketed_graphs"] >= 1, (built, tc.stats())
+
+
+@pytest.mark.parametrize("name", ["qwen2", "phi", "gpt_neox", "opt", "gemma", "distilbert", "t5",
+                                  "bart"])
+def test_more_hugging_face_architectures_over_sequence_lengths(name):
+    """More of transformers' architectures, eval with a padding mask (encoder-decoders with a
+    decoder half as long): the logits of CPU, one program per bucket."""
+    ref = _hf(name).eval()
+    fwd = torch.compile(copy.deepcopy(ref).to("tpu"), backend="tpu")
+    with torch.no_grad():
+        for n in (5, 7, 9, 17, 20):
+            ids = torch.randint(3, 99, (2, n), generator=torch.Generator().manual_seed(n))
+            mask = torch.ones(2, n, dtype=torch.long)
+            mask[1, :2] = 0
+            kw = dict(input_ids=ids, attention_mask=mask)
+            if name in ("t5", "bart"):
+                kw["decoder_input_ids"] = ids[:, :max(2, n // 2)]
+            got = fwd(**{k: v.to("tpu") for k, v in kw.items()}).logits
+            assert_same(got, ref(**kw).logits, atol=1e-5, rtol=1e-4)
+    s = tc.stats()
+    assert s["bucket_refused"] == {} and s["bucketed_graphs"] == s["graphs"], s
