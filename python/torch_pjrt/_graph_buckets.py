@@ -36,7 +36,7 @@ _POSITIONAL = {
     "new_full", "full_like", "zeros_like", "ones_like", "empty_like", "scalar_tensor",
     "_unsafe_view", "view", "reshape", "slice", "select", "cat", "split", "split_with_sizes",
     "unbind", "arange", "cumsum", "cumprod", "embedding", "index_select", "index", "gather",
-    "index_copy", "index_put", "native_layer_norm", "slice_scatter",
+    "index_copy", "index_put", "native_layer_norm", "slice_scatter", "select_scatter",
     # Per sample: with only the batch (dim 0) padded.
     "convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
     "avg_pool2d_backward", "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
@@ -496,21 +496,24 @@ class _Program:
         xp = in_pads.get(x, {}) if isinstance(x, torch.fx.Node) else {}
         if name in _VIEWS:
             self._view(n)
-        elif name in ("slice", "select", "slice_scatter"):
-            a = n.args[1:] if name != "slice_scatter" else n.args[2:]  # dim, start, end, step
+        elif name in ("slice", "select", "slice_scatter", "select_scatter"):
+            a = n.args[1:] if name in ("slice", "select") else n.args[2:]  # dim, start, end, step
             dim = (a[0] if a else 0) % max(x.meta["val"].dim(), 1)
             if dim in xp:
-                start = a[1] if len(a) > 1 else (None if name == "select" else 0)
+                start = a[1] if len(a) > 1 else (0 if name.startswith("slice") else None)
                 step = a[3] if len(a) > 3 else 1
                 if not isinstance(start, int) or start < 0 or step != 1:
                     raise BucketRefused(f"{name} of a padded dim from {start}")
-                end = a[2] if name != "select" and len(a) > 2 else None
+                end = a[2] if name.startswith("slice") and len(a) > 2 else None
                 if isinstance(end, torch.fx.Node) or (isinstance(end, int) and end < 0):
+                    # An end relative to the padded size: reading, the live part stays a prefix
+                    # (x[:, :-1]); writing, the source's padding would land on live elements.
                     ev = end.meta["val"] if isinstance(end, torch.fx.Node) else end
-                    size = x.meta["val"].shape[dim]
-                    if not (isinstance(ev, torch.SymInt) and
-                            (ev.node.expr - size.node.expr).xreplace(self.fixed).is_nonnegative):
-                        raise BucketRefused(f"slice of a padded dim to {ev}")
+                    size = x.meta["val"].shape[dim].node.expr
+                    off = (ev.node.expr - size).xreplace(self.fixed) if \
+                        isinstance(ev, torch.SymInt) else sympy.Integer(ev)
+                    if not off.is_Integer or (name == "slice_scatter" and off < 0):
+                        raise BucketRefused(f"{name} of a padded dim to {ev}")
         elif name == "cat":
             tensors, dim = n.args[0], (n.args[1] if len(n.args) > 1 else 0)
             for t in tensors[:-1]:

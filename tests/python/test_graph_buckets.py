@@ -51,6 +51,7 @@ REDUCTIONS = {
     "any_all": lambda x: ((x > 1.5).any(0), (x > -3).all(0)),
     "contraction": lambda x: x.t() @ x,
     "by_size": lambda x: x * x.shape[0] + x.sum() / x.shape[0],
+    "diff": lambda x: (x[1:] - x[:-1]).abs().amax(0),  # slices to an end relative to the size
 }
 
 
@@ -209,7 +210,7 @@ def _hf(name):
 
 
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
-@pytest.mark.parametrize("name", ["llama", "gpt2", "bert"])
+@pytest.mark.parametrize("name", ["llama", "gpt2", "bert", "opt", "t5"])
 def test_hugging_face_models_over_sequence_lengths(name, train):
     """Models as users compile them (torch.compile(model), Dynamo's automatic dynamic shapes
     after the first new length), a batch of 2 whose second row starts with padding: the logits,
@@ -226,6 +227,8 @@ def test_hugging_face_models_over_sequence_lengths(name, train):
         mask[1, :2] = 0
         kw = dict(input_ids=ids, attention_mask=mask, labels=ids) if train else \
             dict(input_ids=ids, attention_mask=mask)
+        if name == "t5" and not train:
+            kw["decoder_input_ids"] = ids[:, :max(2, n // 2)]
         with torch.set_grad_enabled(train):
             got = fwd(**{k: v.to("tpu") for k, v in kw.items()})
             want = ref(**kw)
