@@ -103,6 +103,12 @@ class GraphBuckets:
                     self.symbols.append(e)
         if not self.symbols:
             raise BucketRefused("no symbol to bucket")
+        if any(isinstance(n.target, torch._ops.OpOverload) and
+               n.target.namespace in ("_c10d_functional", "c10d_functional", "c10d")
+               for n in gm.graph.nodes):
+            # Ranks must run the same programs around their collectives: a rank on an exact
+            # program and another on a bucket's would call different collectives.
+            raise BucketRefused("a collective")
         self.mutated = {n.args[0] for n in gm.graph.nodes
                         if n.op == "call_function" and n.target is aten.copy_.default
                         and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"}
@@ -370,8 +376,7 @@ class _Program:
         in_pads = {a: self.pads(a) for a in n.all_input_nodes}
         outs = val if isinstance(val, (tuple, list)) else [val]
         name = _name(n.target)
-        if name in ("_assert_scalar", "_assert_async", "sym_constrain_range",
-                    "sym_constrain_range_for_size"):
+        if name in ("_assert_scalar", "sym_constrain_range", "sym_constrain_range_for_size"):
             return None  # Dynamo's checks on the live sizes, not the bucket's
         scrambled = any(a in self.scr for a in n.all_input_nodes)
         if not any(in_pads.values()) and not any(self.pads(v) for v in outs) and not sym_args \
