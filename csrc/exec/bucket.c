@@ -246,6 +246,7 @@ typedef struct {
   tp_view_t *views;
   bool flat;        /* rows taken from the storages' fronts as they lie (see flat_rows) */
   const bool *row;  /* flat: the arguments read as rows */
+  const int *out_param; /* per output: the parameter of the storage it writes into, or -1 */
 } build_t;
 
 /* Element |i| of the layout vector, broadcast to |dims|. */
@@ -323,6 +324,32 @@ static tp_hlo_value_t write_out(const build_t *c, tp_hlo_builder_t *b, tp_hlo_va
   return tp_hlo_gather_1d(b, tp_hlo_reshape(b, r, 1, &flat), src);
 }
 
+/* |r| (the bucket's sizes) written into |x|, the 1-D buffer of the storage that output view
+ * holds part of (layout at *at: the view's offset, then live size and stride per dim): each live
+ * position lands at offset + sum(i_d * stride_d), the rest of the storage keeps its values, and
+ * the padding's positions are dropped (an index past the buffer). */
+static tp_hlo_value_t write_into(const build_t *c, tp_hlo_builder_t *b, tp_hlo_value_t r,
+                                 tp_hlo_value_t x, tp_hlo_value_t layout, int64_t *at) {
+  int nd = r.ndim;
+  int64_t flat = tp_hlo_numel(&r);
+  tp_hlo_value_t idx = lay(b, layout, (*at)++, nd, r.dims), valid = {0};
+  bool have_valid = false;
+  for (int d = 0; d < nd; d++) {
+    tp_hlo_value_t live = lay(b, layout, (*at)++, nd, r.dims);
+    tp_hlo_value_t stride = lay(b, layout, (*at)++, nd, r.dims);
+    if (r.dims[d] == 1) continue;
+    tp_hlo_value_t io = tp_hlo_iota(b, c->it, nd, r.dims, d);
+    idx = tp_hlo_binary(b, TP_HLO_ADD, idx, tp_hlo_binary(b, TP_HLO_MUL, io, stride));
+    tp_hlo_value_t in = tp_hlo_compare(b, TP_CMP_LT, io, live);
+    valid = have_valid ? tp_hlo_binary(b, TP_HLO_AND, valid, in) : in;
+    have_valid = true;
+  }
+  if (have_valid)
+    idx = tp_hlo_select(b, valid, idx,
+                        tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, c->it, (double)x.dims[0]), nd, r.dims));
+  return tp_hlo_scatter_1d(b, x, tp_hlo_reshape(b, idx, 1, &flat), tp_hlo_reshape(b, r, 1, &flat));
+}
+
 /* Live sizes for tp_op_emit_live, out of the layout vector: argument i's part starts at at[i]. */
 typedef struct {
   tp_hlo_builder_t *b;
@@ -382,8 +409,11 @@ static tp_status_t *build(void *ctx, char **out_text) {
     c->op->emit(c->op, b, c->bargs, c->n_args, in, c->bmeta, results);
   for (int k = 0; k < c->n_out; k++) {
     tp_hlo_value_t r = tp_hlo_convert(b, results[k], c->outs[k].dtype);
-    results[k] = c->flat ? tp_hlo_reshape(b, r, 1, &c->caps[k])
-                         : write_out(c, b, r, layout, &at, c->caps[k]);
+    if (c->out_param[k] >= 0)
+      results[k] = write_into(c, b, r, params[c->out_param[k]], layout, &at);
+    else
+      results[k] = c->flat ? tp_hlo_reshape(b, r, 1, &c->caps[k])
+                           : write_out(c, b, r, layout, &at, c->caps[k]);
   }
   int n_results = c->n_out + tp_hlo_check_flag(b, &results[c->n_out]);
   tp_status_t *st = tp_hlo_finish(b, results, n_results, out_text);
@@ -487,9 +517,15 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
   if (tp_op_pad(d, bargs, n_args, padded) == TP_PAD_NONE) return NULL; /* not a bucketed row */
   for (int i = 0; i < n_args; i++)
     if (args[i].arg.kind == TP_ARG_TENSOR && !readable(&args[i].view)) return NULL;
+  /* A partial write (a view of part of its storage) is scattered into the storage's buffer,
+   * which the program takes as a parameter: the view's own dtype, its buffer already there. */
+  bool partial[TP_MAX_OUTS] = {false};
   for (int k = 0; k < n_out; k++) {
-    if (tp_dtype_is_complex(outs[k].dtype) || !tp_view_is_whole_permuted(&outs[k], NULL))
-      return NULL; /* a partial write keeps the rest of its storage: exact */
+    if (tp_dtype_is_complex(outs[k].dtype)) return NULL;
+    partial[k] = !tp_view_is_whole_permuted(&outs[k], NULL);
+    if (partial[k] && (!tp_storage_buffer(outs[k].storage) ||
+                       tp_storage_buffer_dtype(outs[k].storage) != outs[k].dtype))
+      return NULL;
     for (int j = 0; j < k; j++)
       if (outs[j].storage == outs[k].storage) return NULL;
   }
@@ -561,7 +597,22 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
     if (tp_storage_buffer_numel(args[i].view.storage) > big)
       big = tp_storage_buffer_numel(args[i].view.storage);
   }
-  for (int k = 0; k < n_out; k++) n_layout += 1 + 2 * outs[k].ndim;
+  int out_param[TP_MAX_OUTS];
+  for (int k = 0; k < n_out; k++) {
+    n_layout += 1 + 2 * outs[k].ndim;
+    out_param[k] = -1;
+    if (!partial[k]) continue;
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(&outs[k]));
+    for (int j = 0; j < n_params && out_param[k] < 0; j++)
+      if (storages[j] == outs[k].storage) out_param[k] = j;
+    if (out_param[k] < 0) {
+      if (n_params == TP_MAX_ARGS) return NULL;
+      out_param[k] = n_params;
+      storages[n_params++] = outs[k].storage;
+    }
+    caps[k] = tp_storage_buffer_numel(outs[k].storage); /* as the arguments' reads left it */
+    if (caps[k] > big) big = caps[k];
+  }
   tp_dtype_t it = big < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64;
 
   /* The key: the bucket's sizes, never the live ones. */
@@ -594,6 +645,7 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
     }
   }
   for (int k = 0; k < n_out; k++) {
+    tp_key_put_i64(&key, out_param[k]);
     tp_key_put_i64(&key, outs[k].dtype);
     tp_key_put_i64(&key, bmeta[k].ndim);
     tp_key_put(&key, bmeta[k].sizes, sizeof(int64_t) * (size_t)bmeta[k].ndim);
@@ -615,7 +667,7 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
   }
   for (int k = 0; k < n_out; k++) {
     const tp_view_t *v = &outs[k];
-    lv[at++] = tp_view_numel(v);
+    lv[at++] = partial[k] ? v->offset : tp_view_numel(v);
     for (int dd = 0; dd < v->ndim; dd++) {
       lv[at++] = v->sizes[dd];
       lv[at++] = v->sizes[dd] == 1 ? 1 : v->strides[dd];
@@ -650,7 +702,7 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
       origin.n_inputs++;
     }
   build_t ctx = {d, bargs, args, n_args, padded, fill, bmeta, outs, n_out, storages, arg_param,
-                 n_params, n_layout, it, caps, &origin, views, flat, row};
+                 n_params, n_layout, it, caps, &origin, views, flat, row, out_param};
   tp_executable_t *exe = NULL;
   bool compiled;
   st = tp_status_annotate(

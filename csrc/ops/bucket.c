@@ -34,6 +34,16 @@ static tp_pad_t reduce_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n
   }
 }
 
+/* index_copy's dim, when self, index and source are tensors of the same rank as each other
+ * (index 1-D), else -1. */
+static int index_copy_dim(const tp_op_arg_t *args, int n_args) {
+  if (n_args < 4 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_INT ||
+      args[2].kind != TP_ARG_TENSOR || args[3].kind != TP_ARG_TENSOR || args[2].meta.ndim != 1 ||
+      args[0].meta.ndim < 1 || args[3].meta.ndim != args[0].meta.ndim)
+    return -1;
+  return tp_norm_dim(args[1].i, args[0].meta.ndim);
+}
+
 static bool elementwise(tp_op_infer_fn f) {
   return f == tp_infer_unary || f == tp_infer_binary || f == tp_infer_ternary ||
          f == tp_infer_activation || f == tp_infer_threshold_backward || f == tp_infer_copy ||
@@ -98,6 +108,16 @@ tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
     int d = args[0].meta.ndim ? tp_norm_dim(args[1].i, args[0].meta.ndim) : 0;
     return d >= 0 && !(padded[0] >> d & 1) ? TP_PAD_ZERO : TP_PAD_NONE;
   }
+  /* index_copy: the rows of source and index past their live count are dropped, an index past
+   * self's live rows is an error (tp_op_emit_live). Not when self and source are padded
+   * differently besides the indexed dim. */
+  if (f == tp_infer_index_copy) {
+    int d = index_copy_dim(args, n_args);
+    if (d < 0 || (padded[2] & 1) != (padded[3] >> d & 1) ||
+        (padded[0] & ~(1u << d)) != (padded[3] & ~(1u << d)))
+      return TP_PAD_NONE;
+    return TP_PAD_ANY;
+  }
   /* arange at the bucket's length: its live values are the front (tp_op_pads_outputs). */
   if (f == tp_infer_arange) return TP_PAD_ANY;
   /* cat: tp_op_emit_live joins the parts where their live values end. */
@@ -113,6 +133,15 @@ bool tp_op_emit_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
                      int n_args, const uint32_t *padded, const tp_hlo_value_t *in,
                      tp_live_size_fn live, void *live_ctx, const tp_meta_t *out_meta,
                      tp_hlo_value_t *out) {
+  if (op->infer == tp_infer_index_copy) {
+    int d = index_copy_dim(args, n_args);
+    bool entries = padded[2] & 1, rows = padded[0] >> d & 1;
+    if (!entries && !rows) return false; /* padded elsewhere only: the op's own emitter */
+    tp_hlo_value_t k = entries ? live(live_ctx, 2, 0) : (tp_hlo_value_t){0};
+    tp_hlo_value_t n = rows ? live(live_ctx, 0, d) : (tp_hlo_value_t){0};
+    out[0] = tp_emit_index_copy_live(b, args, in, entries ? &k : NULL, rows ? &n : NULL, out_meta);
+    return true;
+  }
   if (op->infer != tp_infer_arrange || op->code != TP_AR_CAT) return false;
   int dim = tp_cat_dim(args, n_args, out_meta->ndim);
   if (dim < 0) return false;

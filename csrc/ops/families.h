@@ -284,6 +284,11 @@ TP_DECLARE_OP(tp_infer_index, tp_emit_index)
 TP_DECLARE_OP(tp_infer_index_reduce, tp_emit_index_reduce)
 TP_DECLARE_OP(tp_infer_lookup, tp_emit_lookup)
 TP_DECLARE_OP(tp_infer_index_copy, tp_emit_index_copy)
+/* index_copy at the bucket's sizes (ops/bucket.c): |live| the index's live entries, |rows| the
+ * live rows of self's dim; NULL where that dim is not padded. */
+tp_hlo_value_t tp_emit_index_copy_live(tp_hlo_builder_t *b, const tp_op_arg_t *args, const tp_hlo_value_t *in,
+                                       const tp_hlo_value_t *live, const tp_hlo_value_t *rows,
+                                       const tp_meta_t *om);
 TP_DECLARE_OP(tp_infer_masked_scatter, tp_emit_masked_scatter)
 /* conv.c */
 TP_DECLARE_OP(tp_infer_conv, tp_emit_conv)

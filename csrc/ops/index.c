@@ -904,9 +904,11 @@ tp_status_t *tp_infer_index_copy(const tp_op_def_t *op, tp_op_arg_t *args, int n
   return NULL;
 }
 
-void tp_emit_index_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
-                        const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
-  const tp_meta_t *om = &out_meta[0];
+/* index_copy with the first |live| entries of index live (|live| NULL: all of them; the rest
+ * are neither checked nor written) into the first |rows| rows of self's dim (NULL: all). */
+static tp_hlo_value_t index_copy(tp_hlo_builder_t *b, const tp_op_arg_t *args, const tp_hlo_value_t *in,
+                                 const tp_hlo_value_t *live, const tp_hlo_value_t *rows,
+                                 const tp_meta_t *om) {
   /* Rows of source land at self's rows index[i], moved first; the last write wins. */
   tp_hlo_value_t x = in[0], src = in[3], idx = in[2];
   int nd = x.ndim ? x.ndim : 1, d = tp_norm_dim(args[1].i, nd);
@@ -921,14 +923,22 @@ void tp_emit_index_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   for (int i = 0; i < nd; i++) inv[perm[i]] = i;
   tp_hlo_value_t xt = tp_hlo_transpose(b, x, perm), st = tp_hlo_transpose(b, src, perm);
   int64_t n = xt.dims[0], total = tp_hlo_numel(&xt), rest = n ? total / n : 0, k = st.dims[0], m = k * rest;
-  if (m == 0 || total == 0) {
-    out[0] = in[0];
-    return;
-  }
+  if (m == 0 || total == 0) return in[0];
   int64_t sh[2] = {k, rest};
+  tp_hlo_value_t dead = {0};
+  if (live) { /* padding entries read as row 0 (in range: n > 0), then dropped like bad ones */
+    tp_hlo_value_t at = tp_hlo_iota(b, TP_DTYPE_I64, 1, &k, 0);
+    dead = tp_hlo_compare(b, TP_CMP_GE, at, tp_hlo_broadcast_to(b, tp_hlo_convert(b, *live, TP_DTYPE_I64), 1, &k));
+    idx = tp_hlo_select(b, dead, tp_k(b, 0, idx), idx);
+  }
+  if (rows) /* past the live rows: an error, as past the end is */
+    tp_hlo_check(b, tp_hlo_compare(b, TP_CMP_GE, tp_hlo_convert(b, idx, TP_DTYPE_I64),
+                                   tp_hlo_broadcast_to(b, tp_hlo_convert(b, *rows, TP_DTYPE_I64), 1, &k)),
+                 tp_hlo_constant_i(b, TP_DTYPE_I32, TP_CHECK_INDEX));
   tp_hlo_value_t row = tp_hlo_broadcast_in_dim(b, tp_emit_checked_index(b, idx, n, false), 2, sh, (int64_t[]){0});
   tp_hlo_value_t bad = tp_bin(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_LT, row, tp_k(b, 0, row)),
                            tp_hlo_compare(b, TP_CMP_GE, row, tp_k(b, (double)n, row)));
+  if (live) bad = tp_bin(b, TP_HLO_OR, bad, tp_hlo_broadcast_in_dim(b, dead, 2, sh, (int64_t[]){0}));
   tp_hlo_value_t lin = tp_bin(b, TP_HLO_ADD, tp_bin(b, TP_HLO_MUL, row, tp_k(b, (double)rest, row)), tp_hlo_iota(b, TP_DTYPE_I64, 2, sh, 1));
   lin = tp_hlo_reshape(b, tp_hlo_select(b, bad, tp_k(b, (double)total, lin), lin), 1, &m);
   tp_hlo_value_t pos = tp_hlo_iota(b, TP_DTYPE_I64, 1, &m, 0);
@@ -938,7 +948,18 @@ void tp_emit_index_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_
   tp_hlo_value_t g = tp_hlo_gather_1d(b, tp_hlo_reshape(b, st, 1, &m), tp_bin(b, TP_HLO_MAX, from, tp_k(b, 0, from)));
   tp_hlo_value_t r = tp_hlo_select(b, hit, g, tp_hlo_reshape(b, xt, 1, &total));
   r = tp_hlo_transpose(b, tp_hlo_reshape(b, r, nd, xt.dims), inv);
-  out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+  return tp_hlo_reshape(b, r, om->ndim, om->sizes);
+}
+
+void tp_emit_index_copy(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                        const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  out[0] = index_copy(b, args, in, NULL, NULL, &out_meta[0]);
+}
+
+tp_hlo_value_t tp_emit_index_copy_live(tp_hlo_builder_t *b, const tp_op_arg_t *args, const tp_hlo_value_t *in,
+                                       const tp_hlo_value_t *live, const tp_hlo_value_t *rows,
+                                       const tp_meta_t *om) {
+  return index_copy(b, args, in, live, rows, om);
 }
 
 tp_status_t *tp_infer_masked_scatter(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,

@@ -138,7 +138,8 @@ def test_log_names_bucket_compiles():
 
 _GENERATE = """
 import json, torch, torch_pjrt
-from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+from transformers import CompileConfig, LlamaConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+KW, WARM = %s, %s
 torch.manual_seed(0)
 cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                   num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256)
@@ -159,9 +160,9 @@ def generate(model, n, dev, counter=None):
     with torch.no_grad():
         return model.generate(prompt, max_new_tokens=8, min_new_tokens=8, do_sample=False,
                               pad_token_id=0, logits_processor=LogitsProcessorList(
-                                  [counter] if counter else [])).cpu()
+                                  [counter] if counter else []), **KW).cpu()
 
-for n in (5, 7):  # warm-up: the first sizes, then the bucket (up to 16 tokens)
+for n in WARM:  # warm-up: the first sizes, then the bucket (up to 16 tokens)
     generate(tpu, n, "tpu")
 torch_pjrt.reset_stats()
 result = {}
@@ -176,11 +177,20 @@ print(json.dumps(result))
 """
 
 
-def test_generate_with_a_new_prompt_length_compiles_nothing():
-    # Hugging Face generate() with the dynamic KV cache, eager: after a warm-up that reaches the
-    # bucket, a new prompt length compiles nothing, in its prefill or at any decode step, and
-    # generates what CPU generates.
-    result, _ = run_json(_GENERATE, timeout=600, TORCH_PJRT_CACHE_DIR="0",
+@pytest.mark.parametrize("kw,warm", [
+    ("{}", (5, 7)),  # the dynamic KV cache, eager
+    # the static cache: transformers compiles the decode step (for tpu with dynamic=False);
+    # max_cache_len sizes the cache for every call, so the prefill is what changes
+    ("{'cache_implementation': 'static', 'max_cache_len': 32}", (5, 7)),
+    # the static cache sized to each prompt (n + 7; a shorter prompt reuses a longer cache), the
+    # decode graph left symbolic and bucketed: the new lengths 6 and 8 grow it inside the bucket
+    ("{'cache_implementation': 'static', "
+     "'compile_config': CompileConfig(backend='tpu', dynamic=None, mode='default')}", (3, 4, 5)),
+], ids=["dynamic-cache", "static-cache", "static-cache-automatic-dynamic"])
+def test_generate_with_a_new_prompt_length_compiles_nothing(kw, warm):
+    # Hugging Face generate(): after a warm-up that reaches the bucket, a new prompt length
+    # compiles nothing, in its prefill or at any decode step, and generates what CPU generates.
+    result, _ = run_json(_GENERATE % (kw, warm), timeout=600, TORCH_PJRT_CACHE_DIR="0",
                          TORCH_PJRT_QUIET_FALLBACK="1")
     for n, r in result.items():
         assert r["equal"], (n, r)

@@ -118,6 +118,23 @@ def case_index(n, dev):
             torch.isin(ids, torch.tensor([1, 2], device=dev), invert=True)]
 
 
+def case_partial_writes(n, dev):
+    # Writes into part of a storage (a static cache, a padded copy of an input): the live
+    # positions land in the storage, the rest of it keeps its values, padding writes nothing.
+    x, y = inputs(n, dev, 13)
+    cache = torch.full((2, 80, 8), 7.0, device=dev)
+    cache[:, :n] = y  # copy into a slice whose length changes
+    cache[:, n + 1:2 * n + 1:2].add_(x.nan_to_num(0.0)[:, :(n + 1) // 2 if n else 0])
+    cols = torch.zeros(8, 40, device=dev)
+    cols[:, :n].copy_(y[0].t())  # a transposed source into a strided view
+    step = torch.zeros(2, 40, 8, device=dev)
+    step[:, n] = y[:, -1] if n else 1.0  # a select at a moving offset
+    kv = torch.full((1, 2, 40, 4), -1.0, device=dev)
+    pos = torch.arange(n, device=dev).flip(0) + 3
+    kv.index_copy_(2, pos, y[:, :, :4].unsqueeze(0))
+    return [cache, cols, step, kv]
+
+
 def case_arange(n, dev):
     # A creation op whose size is a value: its output is padded where that size changes.
     return [torch.arange(n, device=dev), torch.arange(3, n + 3, device=dev) * 2,
