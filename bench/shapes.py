@@ -3,19 +3,23 @@
 Each sweep runs in a fresh process with the disk cache off, twice over the same shapes: the first
 pass compiles what it needs, the second should only hit the cache. Printed per sweep: programs
 compiled in the first pass (every program, and how many of them were compiled graphs), the median
-compile time of a program, the first and second pass, the programs the second pass compiled, and
-PyTorch CPU over the same sweep (eager; Inductor for the compiled sweep, its second pass).
+compile time of a program, the first and second pass, the programs the second pass compiled, for
+the model sweeps the programs compiled by 5 prompt lengths never seen but inside warm buckets
+(NEW_LENGTHS, after the two passes: what a new prompt costs once warm), and PyTorch CPU over the
+same sweep (eager; Inductor for the compiled sweep, its second pass).
 
   eval     nn.TransformerEncoderLayer(32, 4), batch 2, eval/no_grad, sequence lengths 1..64
   train    the same layer, forward and backward, lengths 1..16
   generate a tiny Llama's generate(), 8 prompt lengths, 16 new tokens each, dynamic cache
   static   the same with cache_implementation="static" (transformers compiles the decode step
            for tpu with dynamic=False: a static graph per cache length)
+  static_max      the static cache with max_cache_len=64 (transformers' setting that sizes it for
+           the worst case: one cache length, so one static decode graph)
   static_dynamic  the same with compile_config=CompileConfig(backend="tpu", dynamic=None):
            Dynamo's automatic dynamic shapes, so the decode graph is bucketed
   compiled the tiny Llama's forward under torch.compile(backend="tpu"), 8 prompt lengths
 
-    python bench/shapes.py [--sweeps eval,train,generate,static,static_dynamic,compiled]
+    python bench/shapes.py [--sweeps eval,train,generate,static,static_max,static_dynamic,compiled]
 """
 import argparse
 import json
@@ -26,8 +30,9 @@ import subprocess
 import sys
 import time
 
-SWEEPS = ("eval", "train", "generate", "static", "static_dynamic", "compiled")
+SWEEPS = ("eval", "train", "generate", "static", "static_max", "static_dynamic", "compiled")
 LENGTHS = [5, 7, 9, 12, 16, 21, 27, 33]  # the 8 prompt lengths
+NEW_LENGTHS = [6, 10, 14, 20, 30]  # after the two passes: lengths never seen, in warm buckets
 
 
 def _layer():
@@ -47,7 +52,8 @@ def _llama():
 
 
 def _sweep(name, device):
-    """The sweep |name| on |device|: returns a function running one pass."""
+    """The sweep |name| on |device|: returns a function running one pass (a model sweep: over
+    the given prompt lengths, LENGTHS by default)."""
     import torch
     if name in ("eval", "train"):
         layer = _layer().to(device)
@@ -58,36 +64,36 @@ def _sweep(name, device):
                 with torch.no_grad():
                     for n in range(1, 65):
                         y = layer(torch.ones(2, n, 32, device=device) * 0.1)
-                return float(y.sum())
+                return y.cpu()  # waits for the work, compiles nothing
         else:
             def run():
                 for n in range(1, 17):
                     x = (torch.ones(2, n, 32, device=device) * 0.1).requires_grad_()
                     layer(x).sum().backward()
-                return float(x.grad.sum())
+                return x.grad.cpu()
         return run
     lm = _llama().to(device)
-    prompts = [torch.arange(1, n + 1, device=device).remainder(120).unsqueeze(0) for n in LENGTHS]
-    if name in ("generate", "static", "static_dynamic"):
+
+    def prompts(lengths):
+        return [torch.arange(1, n + 1, device=device).remainder(120).unsqueeze(0) for n in lengths]
+    if name in ("generate", "static", "static_max", "static_dynamic"):
         extra = {"cache_implementation": "static"} if name.startswith("static") else {}
+        if name == "static_max":
+            extra["max_cache_len"] = 64
         if name == "static_dynamic":
             from transformers import CompileConfig
             extra["compile_config"] = CompileConfig(backend="tpu", dynamic=None, mode="default")
 
-        def run():
+        def run(lengths=LENGTHS):  # each output read back, as a user reads it
             with torch.no_grad():
-                for p in prompts:
-                    out = lm.generate(p, max_new_tokens=16, min_new_tokens=16, do_sample=False,
-                                      pad_token_id=0, **extra)
-            return int(out.sum())
+                return [lm.generate(p, max_new_tokens=16, min_new_tokens=16, do_sample=False,
+                                    pad_token_id=0, **extra).cpu() for p in prompts(lengths)]
         return run
     fwd = torch.compile(lm, backend="tpu" if device == "tpu" else "inductor")
 
-    def run():
+    def run(lengths=LENGTHS):
         with torch.no_grad():
-            for p in prompts:
-                y = fwd(p).logits
-        return float(y.sum())
+            return [fwd(p).logits.cpu() for p in prompts(lengths)]
     return run
 
 
@@ -104,10 +110,14 @@ def _child(name, device):
     run()
     second = time.perf_counter() - t
     s2 = torch_pjrt.stats()
+    new = -1
+    if name not in ("eval", "train"):  # prompt lengths never seen, inside warm buckets
+        run(NEW_LENGTHS)
+        new = torch_pjrt.stats()["compiles"] - s2["compiles"]
     print(json.dumps({"first": first, "second": second, "compiles": s["compiles"],
                       "graph_compiles": s["graph_compiles"], "compile_s": s["compile_seconds"],
                       "new_shape": s["compiles_new_shape"],
-                      "second_compiles": s2["compiles"] - s["compiles"]}))
+                      "second_compiles": s2["compiles"] - s["compiles"], "new_compiles": new}))
 
 
 def _cpu(name):
@@ -145,12 +155,14 @@ def main():
         return _child(*args.child)
     if args.cpu:
         return _cpu(args.cpu)
-    print("sweep          compiles  graphs  median ms  first s  second s  2nd compiles  cpu s  first/cpu")
+    print("sweep          compiles  graphs  median ms  first s  second s  2nd compiles  new-length compiles  cpu s  first/cpu")
     for name in args.sweeps.split(","):
         r = _spawn("--child", name, "tpu")
         c = _spawn("--cpu", name)
         print(f"{name:<14} {r['compiles']:8d} {r['graph_compiles']:7d} {r['median_ms']:11.1f} {r['first']:8.2f} "
-              f"{r['second']:9.2f} {r['second_compiles']:13d} {c['cpu']:6.2f} {r['first'] / c['cpu']:10.1f}",
+              f"{r['second']:9.2f} {r['second_compiles']:13d} "
+              f"{'-' if r['new_compiles'] < 0 else r['new_compiles']:>20} {c['cpu']:6.2f} "
+              f"{r['first'] / c['cpu']:10.1f}",
               flush=True)
 
 
