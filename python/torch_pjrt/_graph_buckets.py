@@ -37,11 +37,9 @@ _POSITIONAL = {
     "_unsafe_view", "view", "reshape", "slice", "select", "cat", "split", "split_with_sizes",
     "unbind", "arange", "cumsum", "cumprod", "embedding", "index_select", "index", "gather",
     "index_copy", "index_put", "native_layer_norm", "slice_scatter", "select_scatter",
-    # Per sample: with only the batch (dim 0) padded.
-    "convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d",
-    "avg_pool2d_backward", "_adaptive_avg_pool2d", "_adaptive_avg_pool2d_backward",
-    "_native_batch_norm_legit_no_training",
 }
+# Ops that compute each sample (dim 0) from the same sample: positional with only the batch
+# padded (convolution_backward's weight gradient masked first, see _op).
 _PER_SAMPLE = {"convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward",
                "avg_pool2d", "avg_pool2d_backward", "_adaptive_avg_pool2d",
                "_adaptive_avg_pool2d_backward", "_native_batch_norm_legit_no_training",
@@ -196,7 +194,7 @@ class _Program:
     def __init__(self, graph, padded, batches, values, args):
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.proxy_tensor import make_fx
-        self.g, self.padded, self.values = graph, padded, values
+        self.g, self.values = graph, values
         self.fixed = {s: sympy.Integer(v) for k, (s, v) in enumerate(zip(graph.symbols, values))
                       if k not in padded}
         self.at_bucket = {s: sympy.Integer(v) for s, v in zip(graph.symbols, values)}
@@ -439,7 +437,7 @@ class _Program:
             for j in (0, 1, 3, 4):
                 args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
             name = "native_layer_norm"
-        elif name not in _POSITIONAL and name != "convolution_backward":
+        elif name not in _POSITIONAL and name not in _PER_SAMPLE:
             raise BucketRefused(f"{name} on padded shapes")
         self._check_positional(n, name, in_pads)
         if name in ("embedding", "index_select", "gather"):
