@@ -5,6 +5,7 @@
  * result buffer (a handle swap, as an in-place op does), any other view is written by a copy. */
 #include "exec/collective.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,88 @@ static bool direct(const tp_view_t *v) {
                                     tp_storage_buffer_numel(s) == tp_storage_elems(s, sdt)));
 }
 
+/* One execute of a collective program and what follows it under the executor lock: each
+ * participant's result becomes its output storage's buffer. The job holds a reference to every
+ * storage it names, and owns |exe| and the temporaries. */
+typedef struct {
+  tp_executable_t *exe;
+  const char *op_name;
+  int n, n_args;
+  PJRT_Buffer *args[2 * MAX_PARTICIPANTS];
+  tp_storage_t *keep[2 * MAX_PARTICIPANTS]; /* inputs', outputs' storages (retained) */
+  tp_storage_t *outs[MAX_PARTICIPANTS];     /* where each result goes (borrowed from keep) */
+  tp_dtype_t dtype;
+  int64_t out_m;
+} job_t;
+
+static tp_status_t *run_job(job_t *j, bool blocking) {
+  PJRT_Buffer *results[MAX_PARTICIPANTS] = {NULL};
+  tp_status_t *st = tp_executable_execute(j->exe, &(tp_execute_args_t){.replicas = j->n,
+                                                                       .args = j->args,
+                                                                       .n_args = (size_t)j->n_args,
+                                                                       .out_buffers = results,
+                                                                       .op_name = j->op_name,
+                                                                       .blocking = blocking,
+                                                                       .check_output = -1});
+  for (int r = 0; r < j->n; r++)
+    if (results[r]) tp_storage_set_buffer(j->outs[r], results[r], j->dtype, j->out_m);
+  tp_executable_release(j->exe);
+  for (int i = 0; i < 2 * j->n; i++)
+    if (j->keep[i]) tp_storage_release(j->keep[i]);
+  return st;
+}
+
+/* The collective thread: runs one handed-off job at a time (the executor lock, held by the job
+ * from its caller on, admits no second), then releases the lock. An execute returns only when
+ * every participant's part has run on XLA's CPU plugin, so the ranks, which do not wait for it,
+ * go on meanwhile with their Python work up to their next use of the device. */
+static struct {
+  pthread_once_t once;
+  pthread_mutex_t mu;
+  pthread_cond_t posted;
+  job_t job;
+  bool has_job, started;
+} g_worker = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void *worker_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&g_worker.mu);
+    while (!g_worker.has_job) pthread_cond_wait(&g_worker.posted, &g_worker.mu);
+    job_t j = g_worker.job;
+    g_worker.has_job = false;
+    pthread_mutex_unlock(&g_worker.mu);
+    tp_client_t *client = tp_exec_client();
+    tp_status_t *st = run_job(&j, false);
+    tp_client_handed(client, st, j.op_name);
+    tp_exec_unlock();
+  }
+  return NULL;
+}
+
+static void start_worker(void) {
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  g_worker.started = pthread_create(&t, &attr, worker_main, NULL) == 0;
+  pthread_attr_destroy(&attr);
+}
+
+/* Hands |j| to the collective thread with the executor lock held; false (nothing handed) if the
+ * thread could not be started. */
+static bool hand_off(const job_t *j) {
+  pthread_once(&g_worker.once, start_worker);
+  if (!g_worker.started) return false;
+  tp_client_hand_off(tp_exec_client());
+  pthread_mutex_lock(&g_worker.mu);
+  g_worker.job = *j;
+  g_worker.has_job = true;
+  pthread_cond_signal(&g_worker.posted);
+  pthread_mutex_unlock(&g_worker.mu);
+  return true;
+}
+
 tp_status_t *tp_exec_collective(const tp_collective_t *c) {
   if (!tp_exec_client()) return tp_exec_unavailable();
   program_t p;
@@ -125,6 +208,7 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
   tp_view_t in_v[MAX_PARTICIPANTS], out_v[MAX_PARTICIPANTS];
   tp_status_t *st = NULL;
   bool was_paused = tp_bucket_pause(true); /* the temporaries' buffers must be exactly dense */
+  bool any_temp_out = false;
   for (int r = 0; r < n && !st; r++) {
     in_v[r] = c->inputs[r];
     out_v[r] = c->outputs[r];
@@ -132,8 +216,10 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
       st = tp_eager_temp_storage(devices[r], in_v[r].dtype, &c->inputs[r], &temp_in[r], &in_v[r]);
       if (!st) st = tp_eager_copy(&in_v[r], &c->inputs[r]);
     }
-    if (!st && !direct(&c->outputs[r]))
+    if (!st && !direct(&c->outputs[r])) {
       st = tp_eager_temp_storage(devices[r], out_v[r].dtype, &c->outputs[r], &temp_out[r], &out_v[r]);
+      any_temp_out = true;
+    }
   }
   tp_bucket_pause(was_paused);
   if (!st) {
@@ -154,7 +240,8 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
     snprintf(what, sizeof(what), "%s(%d devices)", tp_coll_kind_names[p.kind], n);
     tp_exec_origin_t origin = {what, c->inputs, 1, false};
     build_ctx_t ctx = {&p, c->inputs[0].dtype};
-    tp_executable_t *exe = NULL;
+    job_t j = {.op_name = tp_coll_kind_names[p.kind], .n = n,
+               .n_args = p.reuse == REUSE_OUTPUT ? 2 : 1, .dtype = p.dtype, .out_m = p.out_m};
     bool compiled;
     if (key.failed) st = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
     else
@@ -163,27 +250,29 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
                           &origin,
                           &(tp_compile_options_t){.replicas = n, .devices = devices,
                                                   .backend_opt_level = -1},
-                          &exe, &compiled),
+                          &j.exe, &compiled),
           "compiling %s", what);
-    PJRT_Buffer *args[2 * MAX_PARTICIPANTS], *results[MAX_PARTICIPANTS] = {NULL};
-    int n_args = p.reuse == REUSE_OUTPUT ? 2 : 1;
-    for (int r = 0; r < n && !st; r++) {
-      args[r * n_args] = tp_storage_buffer(in_v[r].storage);
-      if (n_args == 2) args[r * n_args + 1] = tp_storage_buffer(out_v[r].storage);
-    }
-    if (!st)
-      st = tp_executable_execute(exe, &(tp_execute_args_t){.replicas = n,
-                                                           .args = args,
-                                                           .n_args = (size_t)n_args,
-                                                           .out_buffers = results,
-                                                           .op_name = tp_coll_kind_names[p.kind],
-                                                           .blocking = tp_exec_blocking(),
-                                                           .check_output = -1});
-    if (exe) tp_executable_release(exe);
-    for (int r = 0; r < n; r++)
-      if (results[r]) tp_storage_set_buffer(out_v[r].storage, results[r], p.dtype, p.out_m);
-    tp_exec_unlock();
     tp_key_free(&key);
+    if (st) {
+      tp_exec_unlock();
+    } else {
+      for (int r = 0; r < n; r++) {
+        j.args[r * j.n_args] = tp_storage_buffer(in_v[r].storage);
+        if (j.n_args == 2) j.args[r * j.n_args + 1] = tp_storage_buffer(out_v[r].storage);
+        j.keep[2 * r] = in_v[r].storage;
+        j.keep[2 * r + 1] = j.outs[r] = out_v[r].storage;
+        tp_storage_retain(in_v[r].storage);
+        tp_storage_retain(out_v[r].storage);
+      }
+      /* Results written straight into the outputs, and no waiting asked for: the collective
+       * thread runs the execute, and the executor lock it holds orders every later use of the
+       * device after it (a synchronize waits for it too). */
+      bool blocking = tp_exec_blocking();
+      if (blocking || any_temp_out || !hand_off(&j)) {
+        st = run_job(&j, blocking);
+        tp_exec_unlock();
+      }
+    }
   }
   for (int r = 0; r < n; r++) {
     if (temp_out[r] && !st) st = tp_eager_copy(&c->outputs[r], &out_v[r]);

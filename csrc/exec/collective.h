@@ -24,7 +24,9 @@ typedef struct {
   const tp_view_t *outputs; /* n (borrowed): outputs[r] on inputs[r]'s device, of its dtype */
 } tp_collective_t;
 
-/* Runs |c|: returns once enqueued (outputs are ready when the device is, as for any op).
+/* Runs |c|: returns once enqueued (outputs are ready when the device is, as for any op). The
+ * execute itself may still be under way on the collective thread, which holds the executor lock
+ * until it is enqueued: every later use of the device, and any synchronize, comes after it.
  * Outputs may be inputs (in place) or any view. INVALID_ARGUMENT for participants that disagree
  * (dtype, size), share a device, or a reduction the dtype has not. */
 tp_status_t *tp_exec_collective(const tp_collective_t *c);

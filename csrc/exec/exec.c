@@ -16,7 +16,12 @@ static struct {
   tp_exec_cache_t *cache;
   int blocking;
 } g;
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The executor lock is a flag under a mutex, not the mutex itself, so that a thread other than
+ * the one that took it may release it: a collective hands its execute to the collective thread
+ * with the lock held (collective.c), and that thread releases it once the execute is enqueued. */
+static pthread_mutex_t g_lock_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_lock_free = PTHREAD_COND_INITIALIZER;
+static bool g_locked;
 
 /* The GNU build-id note of the loaded object that contains |addr|, as hex; "" if none. */
 typedef struct {
@@ -111,8 +116,19 @@ tp_status_t *tp_exec_unavailable(void) {
                           "multiprocessing, you must use the 'spawn' start method");
   return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
 }
-void tp_exec_lock(void) { pthread_mutex_lock(&g_lock); }
-void tp_exec_unlock(void) { pthread_mutex_unlock(&g_lock); }
+void tp_exec_lock(void) {
+  pthread_mutex_lock(&g_lock_mu);
+  while (g_locked) pthread_cond_wait(&g_lock_free, &g_lock_mu);
+  g_locked = true;
+  pthread_mutex_unlock(&g_lock_mu);
+}
+
+void tp_exec_unlock(void) {
+  pthread_mutex_lock(&g_lock_mu);
+  g_locked = false;
+  pthread_cond_signal(&g_lock_free);
+  pthread_mutex_unlock(&g_lock_mu);
+}
 int tp_exec_blocking(void) { return g.blocking; }
 void tp_exec_set_blocking(int blocking) { g.blocking = blocking; }
 

@@ -43,7 +43,8 @@ tp_status_t *tp_exec_unavailable(void);
 void tp_exec_set_blocking(int blocking);
 int tp_exec_blocking(void);
 
-/* The executor lock: every program run and storage buffer swap happens under it. */
+/* The executor lock: every program run and storage buffer swap happens under it. Not
+ * recursive. Any thread may release it, so work can be handed on with it held (collective.c). */
 void tp_exec_lock(void);
 void tp_exec_unlock(void);
 

@@ -122,6 +122,7 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   tp_ref_init(&c->ref);
   c->api = api;
   pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->handed, NULL);
   c->plugin_path = strdup(plugin_path);
 
   TP_PJRT_ARGS(PJRT_NamedValue, opt);
@@ -225,6 +226,7 @@ static void client_destroy(tp_client_t *c) {
   free(c->platform_version);
   free(c->bytes_in_use);
   free(c->peak_bytes);
+  pthread_cond_destroy(&c->handed);
   pthread_mutex_destroy(&c->lock);
   free(c);
 }
@@ -476,8 +478,31 @@ tp_status_t *tp_client_await_execution(tp_client_t *c, PJRT_Event *pjrt_event, c
   return tp_status_annotate(read_check(c, check), "%s", op_name);
 }
 
+void tp_client_hand_off(tp_client_t *c) {
+  pthread_mutex_lock(&c->lock);
+  c->in_hand++;
+  pthread_mutex_unlock(&c->lock);
+}
+
+void tp_client_handed(tp_client_t *c, tp_status_t *failed, const char *op_name) {
+  pthread_mutex_lock(&c->lock);
+  if (failed) {
+    tp_status_annotate(failed, "asynchronous error in '%s'", op_name ? op_name : "?");
+    c->async_error = tp_status_join(c->async_error, failed);
+  }
+  c->in_hand--;
+  pthread_cond_broadcast(&c->handed);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* Waits until every execution handed off has been enqueued. Caller holds lock. */
+static void await_hand_offs_locked(tp_client_t *c) {
+  while (c->in_hand > 0) pthread_cond_wait(&c->handed, &c->lock);
+}
+
 tp_status_t *tp_client_synchronize(tp_client_t *c) {
   pthread_mutex_lock(&c->lock);
+  await_hand_offs_locked(c);
   prune_locked(c, 0);
   tp_status_t *err = c->async_error;
   c->async_error = NULL;
@@ -487,6 +512,7 @@ tp_status_t *tp_client_synchronize(tp_client_t *c) {
 
 void tp_client_mark(tp_client_t *c, tp_marker_t *out) {
   pthread_mutex_lock(&c->lock);
+  await_hand_offs_locked(c);
   out->seq = c->enqueued;
   pthread_mutex_unlock(&c->lock);
   out->record_ns = now_ns();

@@ -83,6 +83,14 @@ tp_status_t *tp_client_await_execution(tp_client_t *c, PJRT_Event *event, const 
  * execute path one atomic load when disarmed. */
 void tp_client_inject_fault(tp_client_t *c, const char *op, int64_t count);
 
+/* An execution another thread will enqueue: tp_client_hand_off counts it from the hand-off, and
+ * that thread calls tp_client_handed once it has enqueued it (tp_client_track) or failed to
+ * (|failed|, ownership passes: reported by the next synchronizing call, naming |op_name|, a static
+ * string). Meanwhile tp_client_synchronize and tp_client_mark wait for it, so the work enqueued
+ * before them includes it. Thread-safe. */
+void tp_client_hand_off(tp_client_t *c);
+void tp_client_handed(tp_client_t *c, tp_status_t *failed, const char *op_name);
+
 /* Events over the device's one in-order queue. A marker names all work enqueued so far. */
 typedef struct {
   uint64_t seq;        /* executions enqueued before the marker */

@@ -65,6 +65,10 @@ struct tp_client {
   uint64_t enqueued;   /* executions tracked so far */
   uint64_t completed;  /* all executions with seq <= completed are done */
   tp_status_t *async_error; /* first failure seen while pruning, reported at next sync */
+  /* Executions handed to another thread to enqueue (tp_client_hand_off) and not enqueued yet;
+   * |handed| is signalled as each is. Synchronize and mark wait for none to be left. */
+  int in_hand;
+  pthread_cond_t handed;
   /* Fault injection: executions of |fault_op| complete with an error. |fault_armed| is the only
    * thing the execute path reads when nothing is armed; the rest is guarded by |lock|. */
   _Atomic int fault_armed;

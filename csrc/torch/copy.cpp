@@ -197,10 +197,19 @@ void resize_storage(const c10::Storage& storage, size_t nbytes) {
   tp_storage_t* old = static_cast<tp_storage_t*>(storage.data_ptr().get_context());
   c10::DeviceGuard guard(storage.device());
   c10::DataPtr fresh = allocator().allocate(nbytes);
-  if (old && fresh.get_context() && tp_storage_buffer(old) && tp_storage_buffer_numel(old) > 0) {
+  // The buffer is read under the executor lock: a collective may still be writing it (exec.h).
+  bool has_contents = false;
+  tp_dtype_t held = TP_DTYPE_F32;
+  if (old) {
+    tp_exec_lock();
+    has_contents = tp_storage_buffer(old) && tp_storage_buffer_numel(old) > 0;
+    if (has_contents) held = tp_storage_buffer_dtype(old);
+    tp_exec_unlock();
+  }
+  if (has_contents && fresh.get_context()) {
     tp_view_t src{};
     src.storage = old;
-    src.dtype = tp_storage_buffer_dtype(old);
+    src.dtype = held;
     src.ndim = 1;
     src.sizes[0] = std::min<int64_t>(tp_storage_elems(old, src.dtype),
                                      static_cast<int64_t>(nbytes / tp_dtype_size(src.dtype)));
