@@ -114,15 +114,14 @@ static bool direct(const tp_view_t *v) {
 }
 
 /* One execute of a collective program and what follows it under the executor lock: each
- * participant's result becomes its output storage's buffer. The job holds a reference to every
- * storage it names, and owns |exe| and the temporaries. */
+ * participant's result becomes its output storage's buffer. The job owns |exe| and a reference
+ * to every storage it names (temporaries included), so they outlive the caller's. */
 typedef struct {
   tp_executable_t *exe;
   const char *op_name;
   int n, n_args;
   PJRT_Buffer *args[2 * MAX_PARTICIPANTS];
-  tp_storage_t *keep[2 * MAX_PARTICIPANTS]; /* inputs', outputs' storages (retained) */
-  tp_storage_t *outs[MAX_PARTICIPANTS];     /* where each result goes (borrowed from keep) */
+  tp_storage_t *keep[2 * MAX_PARTICIPANTS]; /* participant r's input (2r), output (2r + 1) */
   tp_dtype_t dtype;
   int64_t out_m;
 } job_t;
@@ -137,10 +136,9 @@ static tp_status_t *run_job(job_t *j, bool blocking) {
                                                                        .blocking = blocking,
                                                                        .check_output = -1});
   for (int r = 0; r < j->n; r++)
-    if (results[r]) tp_storage_set_buffer(j->outs[r], results[r], j->dtype, j->out_m);
+    if (results[r]) tp_storage_set_buffer(j->keep[2 * r + 1], results[r], j->dtype, j->out_m);
   tp_executable_release(j->exe);
-  for (int i = 0; i < 2 * j->n; i++)
-    if (j->keep[i]) tp_storage_release(j->keep[i]);
+  for (int i = 0; i < 2 * j->n; i++) tp_storage_release(j->keep[i]);
   return st;
 }
 
@@ -260,7 +258,7 @@ tp_status_t *tp_exec_collective(const tp_collective_t *c) {
         j.args[r * j.n_args] = tp_storage_buffer(in_v[r].storage);
         if (j.n_args == 2) j.args[r * j.n_args + 1] = tp_storage_buffer(out_v[r].storage);
         j.keep[2 * r] = in_v[r].storage;
-        j.keep[2 * r + 1] = j.outs[r] = out_v[r].storage;
+        j.keep[2 * r + 1] = out_v[r].storage;
         tp_storage_retain(in_v[r].storage);
         tp_storage_retain(out_v[r].storage);
       }
