@@ -1,6 +1,8 @@
 // torch_pjrt._C.collective: the device transport of the c10d backend (python/torch_pjrt/
 // distributed.py) hands one collective of every participant, each tensor on a device of its own,
-// to the C executor (exec/collective.h), which runs it as one replicated program. See glue.h.
+// to the C executor (exec/collective.h), which runs it as one replicated program. The host
+// transport's pieces: aliases of device memory for gloo, and the board (runtime/board.h) where
+// ranks on one host check their calls agree. See glue.h.
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
@@ -10,6 +12,7 @@
 
 extern "C" {
 #include "exec/collective.h"
+#include "runtime/board.h"
 }
 
 namespace tp_glue {
@@ -65,6 +68,26 @@ std::optional<at::Tensor> host_alias(const at::Tensor& t) {
                        at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
 }
 
+// The host transport's board (runtime/board.h) on |page|, a writable buffer (the shared mmap) the
+// caller keeps alive and sized for |size| ranks.
+void* board_page(py::buffer page, int size) {
+  py::buffer_info info = page.request(/*writable=*/true);
+  TORCH_CHECK(size > 0 && static_cast<size_t>(info.size * info.itemsize) >= TP_BOARD_BYTES(size),
+              "board: a page of ", info.size * info.itemsize, " bytes cannot hold ", size, " ranks");
+  return info.ptr;
+}
+
+void board_post(py::buffer page, int size, int rank, uint64_t seq, uint64_t digest) {
+  TORCH_CHECK(rank >= 0 && rank < size, "board: rank ", rank, " of ", size);
+  tp_board_post(board_page(page, size), rank, seq, digest);
+}
+
+int board_wait(py::buffer page, int size, uint64_t seq, int wait_ms) {
+  void* p = board_page(page, size);
+  py::gil_scoped_release no_gil;  // the other ranks' threads of this process run meanwhile
+  return tp_board_wait(p, size, seq, wait_ms);
+}
+
 }  // namespace
 
 void register_collective(py::module& m) {
@@ -74,6 +97,12 @@ void register_collective(py::module& m) {
   m.def("collective", &collective, py::arg("kind"), py::arg("op"), py::arg("root"),
         py::arg("inputs"), py::arg("outputs"),
         "Runs one collective over participants' tpu tensors, each on a device of its own.");
+  m.def("board_post", &board_post, py::arg("page"), py::arg("size"), py::arg("rank"),
+        py::arg("seq"), py::arg("digest"),
+        "Posts a rank's digest of call seq on the host transport's shared page.");
+  m.def("board_wait", &board_wait, py::arg("page"), py::arg("size"), py::arg("seq"),
+        py::arg("wait_ms"),
+        "Waits up to wait_ms for every rank's post of call seq: 1 one digest, 0 differing, -1 late.");
 }
 
 }  // namespace tp_glue

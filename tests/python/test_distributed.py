@@ -150,6 +150,14 @@ def test_ranks_calling_different_collectives_raise_instead_of_hanging(mode):
             if mode.startswith("shape") else "broadcast" in res["message"]
 
 
+def test_three_ranks_whose_last_calls_another_shape_all_raise():
+    # Ranks 0 and 1 agree and wait in gloo for rank 2, which never joins: they see its call on
+    # the board while they wait.
+    for res in _run_ranks("faulty_rank.py", world=3, args=("last_shape",), timeout=120):
+        assert res["raised"] and res["seconds"] < 10, res
+        assert "rank 1: all_reduce(float32[3], SUM); rank 2: all_reduce(float32[4], SUM)" in res["message"], res
+
+
 def test_torch_distributed_debug_detail_works_and_still_names_a_mismatch():
     # DETAIL wraps plugin backends in PyTorch's ProcessGroupWrapper, which cannot ask a Python
     # backend its name: every collective failed. pjrt is left unwrapped; its own check names the
