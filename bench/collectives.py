@@ -3,7 +3,7 @@
 Bus bandwidth (nccl-tests' definition: all_reduce moves 2(n-1)/n of the buffer per rank,
 all_gather (n-1)/n of the output) of all_reduce and all_gather from 4 KiB to 64 MiB, timed as
 nccl-tests do (a few calls back to back, then a device sync; the median of --reps such runs
-after warm-up), for each transport torch_pjrt has and gloo on CPU tensors:
+after warm-up, tpu and CPU tensors taking turns), for each transport torch_pjrt has and gloo on CPU tensors:
 the device transport on 4 CPU-plugin devices in one process (ranks as threads), the host
 transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes; the same
 4 threads), and the device transport's program alone (one thread driving the 4 devices, no
@@ -13,7 +13,7 @@ ending in an all_reduce) on 4 ranks in one process, its collectives lowered into
 program against the same graph split around them (each collective run eagerly). The shared
 machine is noisy: compare the ratios, not the times.
 
-    python bench/collectives.py [--reps 5] [--max-mib 64]
+    python bench/collectives.py [--reps 7] [--max-mib 64]
 """
 import argparse
 import json
@@ -63,19 +63,23 @@ def _sizes(args):
     return sizes
 
 
-def _time(run, sync, nbytes, reps):
-    """Seconds per call: back-to-back calls, then |sync|; the median of |reps| runs."""
+def _time(runs, nbytes, reps):
+    """Seconds per call of each (run, sync) of |runs|: back-to-back calls, then its sync; the
+    median of |reps| runs, the runs of |runs| taking turns so that the shared machine's load
+    weighs on each alike."""
     calls = 5 if nbytes < 16 << 20 else 2
-    run()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            run()
+    for run, sync in runs:
+        run()
         sync()
-        times.append((time.perf_counter() - t0) / calls)
-    return statistics.median(times)
+    times = [[] for _ in runs]
+    for _ in range(reps):
+        for (run, sync), ts in zip(runs, times):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                run()
+            sync()
+            ts.append((time.perf_counter() - t0) / calls)
+    return [statistics.median(ts) for ts in times]
 
 
 def _bus(coll, nbytes, world, seconds):
@@ -97,8 +101,8 @@ def _threads(args):
                 xs = [torch.ones(nbytes // 4, device=f"tpu:{d}") for d in range(world)]
                 outs = xs if coll == "all_reduce" else \
                     [torch.empty(world * nbytes // 4, device=f"tpu:{d}") for d in range(world)]
-                t = _time(lambda: _C.collective(coll, "SUM", 0, xs, outs), torch.tpu.synchronize,
-                          nbytes, args.reps)
+                t, = _time([(lambda: _C.collective(coll, "SUM", 0, xs, outs), torch.tpu.synchronize)],
+                           nbytes, args.reps)
                 result[f"program|{coll}|{nbytes}"] = _bus(coll, nbytes, world, t)
                 del xs, outs
     print(json.dumps(result))
@@ -112,18 +116,19 @@ def _measure(rank, world, args):
     cpu = dist.new_group(backend="gloo")
     result = {"transport": torch_pjrt.distributed.transport()}
     if args.mode == "bandwidth":
-        for dev, group in (("tpu", None), ("cpu", cpu)):
-            sync = torch.tpu.synchronize if dev == "tpu" else (lambda: None)
-            for coll in ("all_reduce", "all_gather"):
-                for nbytes in _sizes(args):
+        for coll in ("all_reduce", "all_gather"):
+            for nbytes in _sizes(args):
+                runs = []
+                for dev, group in (("tpu", None), ("cpu", cpu)):
                     x = torch.ones(nbytes // 4, device=dev)
                     out = torch.empty(world * x.numel(), device=dev)
-                    run = (lambda: dist.all_reduce(x, group=group)) if coll == "all_reduce" else \
-                          (lambda: dist.all_gather_into_tensor(out, x, group=group))
-                    dist.barrier(group=cpu)
-                    result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world,
-                                                            _time(run, sync, nbytes, args.reps))
-                    del x, out
+                    run = (lambda x=x, g=group: dist.all_reduce(x, group=g)) if coll == "all_reduce" \
+                        else (lambda x=x, out=out, g=group: dist.all_gather_into_tensor(out, x, group=g))
+                    runs.append((run, torch.tpu.synchronize if dev == "tpu" else (lambda: None)))
+                dist.barrier(group=cpu)
+                for dev, t in zip(("tpu", "cpu"), _time(runs, nbytes, args.reps)):
+                    result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world, t)
+                del runs
     elif args.mode.startswith("funcol"):  # a compiled step, lowered or split
         import torch.distributed._functional_collectives as funcol
         if args.mode == "funcol-split":
@@ -195,7 +200,7 @@ def _launch_threads(n, argv, timeout=1800):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--max-mib", type=int, default=64)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", action="store_true", help=argparse.SUPPRESS)
