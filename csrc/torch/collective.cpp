@@ -5,6 +5,11 @@
 // ranks on one host check their calls agree. See glue.h.
 #include <torch/csrc/utils/pybind.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,8 +30,10 @@ T pick(const std::string& name, const char* const* names, int n, const char* wha
   TORCH_CHECK(false, "tpu collective: unknown ", what, " '", name, "'");
 }
 
-void collective(const std::string& kind, const std::string& op, int root,
-                const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+// Runs one collective of |inputs|[r] -> |outputs|[r] over the participants; the caller does not
+// hold the GIL (a compile can take a while; other ranks' threads run meanwhile).
+void run_collective(const std::string& kind, const std::string& op, int root,
+                    const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
   TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
               "tpu collective: one input and one output per participant");
   std::vector<tp_view_t> in(inputs.size()), out(outputs.size());
@@ -43,13 +50,171 @@ void collective(const std::string& kind, const std::string& op, int root,
   c.n = static_cast<int>(inputs.size());
   c.inputs = in.data();
   c.outputs = out.data();
-  tp_status_t* st;
-  {
-    py::gil_scoped_release no_gil;  // a compile can take a while; other ranks' threads wait
-    st = tp_exec_collective(&c);
-  }
-  check(st);
+  check(tp_exec_collective(&c));
 }
+
+void collective(const std::string& kind, const std::string& op, int root,
+                const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+  py::gil_scoped_release no_gil;
+  run_collective(kind, op, root, inputs, outputs);
+}
+
+// Where the ranks of one group of the device transport, threads of this process, meet for each
+// collective, in call order: each rank brings its call's description and its part; the last to
+// arrive checks that the descriptions agree and runs the call for all of them: a collective of
+// the C executor, or a Python action given the ranks' parts. The ranks wait here without the GIL
+// (a Python condition variable cost each rank two more handoffs of it per call, and the GIL is
+// what 4 ranks on 2 cores queue for). breaks() makes every waiting and later join raise.
+class Meeting {
+ public:
+  explicit Meeting(int size) : size_(size), seq_(size, 0) {
+    TORCH_CHECK(size > 0 && size <= 64, "pjrt meeting: ", size, " ranks");
+  }
+
+  // A native collective: this rank's |input| -> |output|.
+  void run(int rank, const std::string& desc, const std::string& kind, const std::string& op,
+           int root, const at::Tensor& input, const at::Tensor& output, double timeout) {
+    std::shared_ptr<Call> call;
+    std::string abandoned;
+    {
+      py::gil_scoped_release no_gil;
+      call = join(rank, desc, timeout, abandoned, [&](Call& c) {
+        c.inputs[rank] = input;
+        c.outputs[rank] = output;
+        c.native = {kind, op, std::to_string(root)};
+      });
+    }
+    finish(call, abandoned);
+  }
+
+  // A Python action: action([every rank's payload]) run by the last rank; returns (True, its
+  // result) or (False, the exception it raised), the same for every rank.
+  py::tuple join_py(int rank, const std::string& desc, py::object payload, py::object action,
+                    double timeout) {
+    std::shared_ptr<Call> call;
+    std::string abandoned;
+    {
+      py::gil_scoped_release no_gil;  // the objects move below: no reference count changes
+      call = join(rank, desc, timeout, abandoned, [&](Call& c) {
+        c.payloads[rank] = std::move(payload);
+        if (!c.action) c.action = std::move(action);
+      });
+    }
+    finish(call, abandoned);
+    if (call->failed) return py::make_tuple(false, call->result);
+    return py::make_tuple(true, call->result);
+  }
+
+  void breaks(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.empty()) broken_ = why;
+    cv_.notify_all();
+  }
+
+ private:
+  struct Call {
+    explicit Call(int n) : descs(n), payloads(n), inputs(n), outputs(n), left(n) {}
+    std::vector<std::string> descs;
+    int arrived = 0;
+    std::vector<py::object> payloads;            // a Python action's parts
+    py::object action;
+    std::vector<at::Tensor> inputs, outputs;     // a native collective's parts
+    std::vector<std::string> native;             // its kind, reduction, root
+    bool done = false, failed = false;
+    std::string error;                           // a mismatch, a failed native call
+    py::object result;                           // the action's result or exception
+    int left;
+  };
+
+  // Brings this rank's part (|put|, under the lock) to its next call; the last rank runs it.
+  // Returns the call, finished unless |abandoned| says why not. Called without the GIL; the
+  // call, which may hold Python objects, is released by the caller with the GIL.
+  template <typename Put>
+  std::shared_ptr<Call> join(int rank, const std::string& desc, double timeout,
+                             std::string& abandoned, Put put) {
+    TORCH_CHECK(rank >= 0 && rank < size_, "pjrt meeting: rank ", rank, " of ", size_);
+    std::unique_lock<std::mutex> lock(mu_);
+    TORCH_CHECK(broken_.empty(), "pjrt: ", desc, " abandoned: ", broken_);
+    uint64_t seq = ++seq_[rank];
+    auto& slot = calls_[seq];
+    if (!slot) slot = std::make_shared<Call>(size_);
+    std::shared_ptr<Call> call = slot;
+    call->descs[rank] = desc;
+    put(*call);
+    if (++call->arrived == size_) {
+      lock.unlock();
+      execute(*call);
+      lock.lock();
+      call->done = true;
+      cv_.notify_all();
+    } else {
+      auto deadline = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(timeout));
+      while (!call->done && broken_.empty()) {
+        if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !call->done) {
+          std::string missing;
+          for (int r = 0; r < size_; r++)
+            if (call->descs[r].empty()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+          broken_ = "pjrt: timed out after " + std::to_string(static_cast<int>(timeout)) +
+                    " s waiting for ranks [" + missing + "] to call " + desc;
+          cv_.notify_all();
+        }
+      }
+    }
+    if (--call->left == 0) calls_.erase(seq);
+    if (!call->done) abandoned = "pjrt: " + desc + " abandoned: " + broken_;
+    return call;
+  }
+
+  // Runs |c| for every rank (the last rank to arrive; no lock held, no GIL).
+  void execute(Call& c) {
+    for (int r = 1; r < size_; r++) {
+      if (c.descs[r] != c.descs[0]) {
+        c.error = "pjrt: the ranks of a process group called different collectives: ";
+        for (int k = 0; k < size_; k++)
+          c.error += (k ? "; rank " : "rank ") + std::to_string(k) + ": " + c.descs[k];
+        return;
+      }
+    }
+    if (!c.native.empty()) {
+      try {
+        run_collective(c.native[0], c.native[1], std::stoi(c.native[2]), c.inputs, c.outputs);
+      } catch (const c10::Error& e) {
+        c.error = e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        c.error = e.what();
+      }
+      c.inputs.clear();
+      c.outputs.clear();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    py::list parts;
+    for (auto& p : c.payloads) parts.append(p);
+    try {
+      c.result = c.action(parts);
+    } catch (py::error_already_set& e) {
+      c.failed = true;
+      c.result = e.value();
+    }
+    c.action = py::object();
+    c.payloads.assign(size_, py::object());
+  }
+
+  // Raises the call's error on this rank, if any (with the GIL).
+  static void finish(const std::shared_ptr<Call>& call, const std::string& abandoned) {
+    TORCH_CHECK(abandoned.empty(), abandoned);
+    TORCH_CHECK(call->error.empty(), call->error);
+  }
+
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint64_t> seq_;
+  std::map<uint64_t, std::shared_ptr<Call>> calls_;
+  std::string broken_;
+};
 
 // A CPU tensor aliasing |t|'s device memory, for the host transport to hand gloo with no copy:
 // None when the device's memory is not host memory or |t| cannot be aliased (tp_eager_host_alias).
@@ -91,6 +256,18 @@ int board_wait(py::buffer page, int size, uint64_t seq, int wait_ms) {
 }  // namespace
 
 void register_collective(py::module& m) {
+  py::class_<Meeting, std::shared_ptr<Meeting>>(m, "Meeting",
+      "Where the in-process ranks of one group of the device transport meet for each collective.")
+      .def(py::init<int>(), py::arg("size"))
+      .def("run", &Meeting::run, py::arg("rank"), py::arg("desc"), py::arg("kind"), py::arg("op"),
+           py::arg("root"), py::arg("input"), py::arg("output"), py::arg("timeout"),
+           "Joins this rank's next call, a collective of the C executor on its input -> output.")
+      .def("join", &Meeting::join_py, py::arg("rank"), py::arg("desc"), py::arg("payload"),
+           py::arg("action"), py::arg("timeout"),
+           "Joins this rank's next call, action([payloads]) run by the last rank: (True, result) "
+           "or (False, the exception it raised).")
+      .def("breaks", &Meeting::breaks, py::arg("why"),
+           "Makes every waiting and later join raise, saying why.");
   m.def("host_alias", &host_alias, py::arg("tensor"),
         "A CPU tensor sharing a tpu tensor's memory where the device's memory is host memory "
         "(the CPU plugin), else None; valid until the tpu tensor is next written.");

@@ -197,51 +197,14 @@ class ProcessGroupPjrt(_CBackend):
         return self.allgather(output_lists, inputs, opts)
 
 
-class _Meeting:
-    """Where the in-process ranks of one group meet for each collective, in call order: each rank
-    brings its call's description and its tensors; the last to arrive checks that the
-    descriptions agree and runs the collective for every rank. A rank that fails outside a
-    meeting (run_threads) breaks its groups' meetings, so the others raise instead of waiting."""
+class _Mailbox:
+    """The device transport's send/recv between the in-process ranks of one group: (receiver,
+    sender, tag) -> the sent snapshots, in order."""
 
-    def __init__(self, size):
-        self.size = size
+    def __init__(self):
         self.cond = threading.Condition()
         self.calls = {}
         self.broken = None
-
-    def join(self, rank, seq, desc, payload, action, timeout):
-        with self.cond:
-            call = self.calls.setdefault(seq, {"descs": {}, "payloads": {}, "done": False,
-                                               "result": None, "error": None, "left": self.size})
-            call["descs"][rank], call["payloads"][rank] = desc, payload
-            if len(call["descs"]) == self.size:
-                descs = [call["descs"][r] for r in range(self.size)]
-                try:
-                    if any(d != descs[0] for d in descs):
-                        raise _mismatch(descs)
-                    call["result"] = action([call["payloads"][r] for r in range(self.size)])
-                except Exception as e:  # every rank raises it
-                    call["error"] = e
-                call["done"] = True
-                self.cond.notify_all()
-            deadline = time.monotonic() + timeout
-            while not call["done"] and self.broken is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    missing = sorted(set(range(self.size)) - set(call["descs"]))
-                    self.broken = RuntimeError(f"pjrt: timed out after {timeout:.0f} s waiting for "
-                                               f"ranks {missing} to call {desc}")
-                    self.cond.notify_all()
-                    break
-                self.cond.wait(left)
-            if not call["done"]:
-                raise RuntimeError(f"pjrt: {desc} abandoned: {self.broken}")
-            call["left"] -= 1
-            if call["left"] == 0:
-                del self.calls[seq]
-            if call["error"] is not None:
-                raise _copy_error(call["error"])
-            return call["result"]
 
     def breaks(self, why):
         with self.cond:
@@ -262,34 +225,40 @@ _meetings = {}
 _meetings_lock = threading.Lock()
 
 
-def _meeting(uid, size):
+def _meeting(uid, make):
+    """The group |uid|'s meeting point (_C.Meeting) or mailbox, made by |make| on first use."""
     with _meetings_lock:
-        return _meetings.setdefault(uid, _Meeting(size))
+        if uid not in _meetings:
+            _meetings[uid] = make()
+        return _meetings[uid]
 
 
 def _break_meetings(why):
+    """Makes every rank waiting in a group's collective or recv raise (a rank failed)."""
     with _meetings_lock:
         for m in _meetings.values():
-            m.breaks(why)
+            m.breaks(str(why))
 
 
 class _DeviceTransport(ProcessGroupPjrt):
     """Collectives as replicated device programs over the group's devices (ranks in this process,
-    a device each). The ranks meet (_Meeting); the last runs torch_pjrt._C.collective for all."""
+    a device each). The ranks meet (_C.Meeting: each brings its call, in call order; the last
+    checks that the calls agree and runs the collective of the C executor for all of them)."""
     transport = "device"
 
     def __init__(self, store, rank, size, timeout, uid):
         super().__init__(rank, size)
-        self._meeting = _meeting(uid, size)
+        from . import _C
+        self._meeting = _meeting(uid, lambda: _C.Meeting(size))
         self._timeout = timeout.total_seconds()
-        self._seq = 0
-        # send/recv: a second meeting's condition and |calls| serve as the group's mailbox,
-        # (receiver, sender, tag) -> sent snapshots in order.
-        self._mailbox = _meeting(uid + "/mail", size)
+        self._mailbox = _meeting(uid + "/mail", _Mailbox)
 
     def _meet(self, desc, payload, action):
-        self._seq += 1
-        return self._meeting.join(self.rank(), self._seq, desc, payload, action, self._timeout)
+        """action([every rank's payload]), run once the ranks all called |desc|: its result."""
+        ok, value = self._meeting.join(self.rank(), desc, payload, action, self._timeout)
+        if not ok:
+            raise _copy_error(value)
+        return value
 
     def _run(self, name, kind, t_in, t_out, opts=None, root=0, desc=None):
         """One collective of the C executor on this rank's |t_in| -> |t_out|."""
@@ -297,11 +266,7 @@ class _DeviceTransport(ProcessGroupPjrt):
         desc = desc or _describe(name, t_in, opts)
         t_in = _premul(t_in, opts)
         op = _op_name(opts.reduceOp) if opts is not None and hasattr(opts, "reduceOp") else "SUM"
-        from . import _C
-
-        def run(payloads):
-            _C.collective(kind, op, root, [p[0] for p in payloads], [p[1] for p in payloads])
-        self._meet(desc, (t_in.detach(), t_out.detach()), run)
+        self._meeting.run(self.rank(), desc, kind, op, root, t_in.detach(), t_out.detach(), self._timeout)
 
     def _exchange(self, name, value):
         """Every rank's |value|, in rank order (a meeting that moves no tensor)."""
