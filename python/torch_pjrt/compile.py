@@ -357,10 +357,11 @@ def _device_group(node):
     node's last argument), else _NotNative: on the host transport, the collective runs eagerly
     between programs."""
     import torch.distributed as dist
+    from torch_pjrt.distributed import transport_of
     name = node.args[-1] if node.args else None
     try:
         pg = dist.distributed_c10d._resolve_process_group(name)
-        backend = pg._get_backend(torch.device("tpu"))
+        backend = transport_of(pg._get_backend(torch.device("tpu")))
     except Exception as e:  # noqa: BLE001 - any failure: no lowering
         raise _NotNative(f"no tpu backend for group {name!r} ({e})")
     if getattr(backend, "transport", None) != "device":

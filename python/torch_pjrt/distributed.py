@@ -1,5 +1,8 @@
 """torch.distributed for tpu tensors: the "pjrt" c10d backend, registered for the tpu device, so
 init_process_group() with no backend, backend="pjrt" and "cpu:gloo,tpu:pjrt" all resolve to it.
+The backend is a C++ c10d class (_C.backend, csrc/torch/collective.cpp) over one of the transports
+below: it runs the device transport's common collectives itself, without the GIL, and calls the
+transport's method of a collective's name for every other.
 
 Two transports; each process group uses one, chosen when it is created (transport(group) says
 which; TORCH_PJRT_COLLECTIVE_TRANSPORT=device|host|auto forces or frees the choice):
@@ -18,9 +21,10 @@ Safety: ranks check that they run the same collective (its kind, dtype, the shap
 agree, the reduction) before running it, so a rank that calls another collective or another shape
 raises an error naming every rank's call instead of hanging or reducing mismatched buffers (gloo
 adds tensors of different sizes without a word). The device transport compares the calls where
-the ranks meet; the host transport exchanges a digest of them first, on a shared-memory page when
-the ranks share a host, through gloo otherwise (TORCH_PJRT_COLLECTIVE_CHECK=0 turns that exchange
-off). A rank that exits makes the others raise at their next collective."""
+the ranks meet; the host transport posts a digest of each on a shared-memory page when the ranks
+share a host, and looks at the others' while gloo runs, or exchanges the digests through gloo
+first otherwise (TORCH_PJRT_COLLECTIVE_CHECK=0 turns the check off). After a mismatch the group
+is broken, as NCCL's is. A rank that exits makes the others raise at their next collective."""
 import collections
 import datetime
 import hashlib
@@ -32,7 +36,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import Backend as _CBackend, _create_work_from_future
+from torch._C._distributed_c10d import _create_work_from_future
 
 NAME = "pjrt"
 TRANSPORTS = ("device", "host")
@@ -45,14 +49,21 @@ _counts = collections.defaultdict(collections.Counter)
 
 
 def collective_counts():
-    """{transport: {collective: calls}} since the last reset."""
+    """{transport: {collective: calls}} since the last reset (the backend's native calls too)."""
+    from . import _C
     with _lock:
-        return {t: dict(c) for t, c in _counts.items()}
+        counts = {t: dict(c) for t, c in _counts.items()}
+    for t, calls in _C.collective_counts().items():
+        for name, n in calls.items():
+            counts.setdefault(t, {})[name] = counts.get(t, {}).get(name, 0) + n
+    return counts
 
 
 def reset_collective_counts():
+    from . import _C
     with _lock:
         _counts.clear()
+    _C.reset_collective_counts()
 
 
 def _note(transport, name):
@@ -60,10 +71,15 @@ def _note(transport, name):
         _counts[transport][name] += 1
 
 
+def transport_of(backend):
+    """The transport object (ProcessGroupPjrt) of a c10d backend; None for another backend."""
+    from . import _C
+    return _C.backend_transport(backend)
+
+
 def transport(group=None):
     """The transport ("device" or "host") of |group|'s tpu backend (default: the default group)."""
-    backend = (group or dist.group.WORLD)._get_backend(torch.device("tpu"))
-    return backend.transport
+    return transport_of((group or dist.group.WORLD)._get_backend(torch.device("tpu"))).transport
 
 
 _OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
@@ -162,16 +178,20 @@ def _premul(t, opts):
     return t * (factor.to(t.device) if torch.is_tensor(factor) else factor)
 
 
-class ProcessGroupPjrt(_CBackend):
-    """The pjrt c10d backend; _create picks the subclass of the group's transport."""
+class ProcessGroupPjrt:
+    """A transport of the pjrt c10d backend, which is C++ (_C.backend: it runs the device
+    transport's common collectives itself, without the GIL) and calls the transport's method of
+    a collective's name for every other; _create picks the subclass of the group's transport."""
     transport = None
 
     def __init__(self, rank, size):
-        super().__init__(rank, size)
-        self._size = size
+        self._rank, self._size = rank, size
 
-    def getBackendName(self):
-        return NAME
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._size
 
     # The coalesced forms (FSDP's): one call of the plain form per tensor, in order.
     def allreduce_coalesced(self, tensors, opts):
@@ -786,11 +806,12 @@ def _choose(store, rank, size, timeout):
 
 
 def _create(store, rank, size, timeout):
+    from . import _C
     timeout = timeout if timeout else datetime.timedelta(minutes=30)
     kind, uid = _choose(store, rank, size, timeout)
     if kind == "device":
-        return _DeviceTransport(store, rank, size, timeout, uid)
-    return _HostTransport(store, rank, size, timeout)
+        return _C.backend(rank, size, _DeviceTransport(store, rank, size, timeout, uid))
+    return _C.backend(rank, size, _HostTransport(store, rank, size, timeout))
 
 
 def run_threads(fn, world_size=None, args=(), backend=None, timeout=datetime.timedelta(minutes=5)):
@@ -849,12 +870,11 @@ def run_threads(fn, world_size=None, args=(), backend=None, timeout=datetime.tim
 
 def _no_wrapper_for_pjrt(create_wrapper):
     """TORCH_DISTRIBUTED_DEBUG=DETAIL wraps a plugin backend in PyTorch's ProcessGroupWrapper,
-    which asks the backend its name from C++, where PyTorch's binding of Python backends does not
-    forward the call ("getBackendName is not implemented"): every collective then failed. pjrt
-    checks each collective across ranks itself (what the wrapper is for), so it is left
-    unwrapped; other backends are wrapped as before."""
+    which checks each collective across ranks with a gloo round trip first (when the backend was
+    Python, every collective failed: "getBackendName is not implemented"). pjrt checks each
+    collective itself, cheaper, so it is left unwrapped; other backends are wrapped as before."""
     def create(wrapped_pg, *args, **kwargs):
-        if isinstance(wrapped_pg, ProcessGroupPjrt):
+        if transport_of(wrapped_pg) is not None:
             return wrapped_pg
         return create_wrapper(wrapped_pg, *args, **kwargs)
     return create
