@@ -244,26 +244,49 @@ std::optional<at::Tensor> host_alias(const at::Tensor& t) {
                        at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
 }
 
-// The host transport's board (runtime/board.h) on |page|, a writable buffer (the shared mmap) the
-// caller keeps alive and sized for |size| ranks.
-void* board_page(py::buffer page, int size) {
-  py::buffer_info info = page.request(/*writable=*/true);
-  TORCH_CHECK(size > 0 && static_cast<size_t>(info.size * info.itemsize) >= TP_BOARD_BYTES(size),
-              "board: a page of ", info.size * info.itemsize, " bytes cannot hold ", size, " ranks");
-  return info.ptr;
-}
+// A rank's side of its group's board (runtime/board.h): the host transport's check on one host.
+// The page is a writable buffer (the shared mmap) that distributed.py's _Board keeps alive as long
+// as the transport lives; the call numbers are kept here, so that the transport's Python calls and
+// the backend's native ones number their calls as one sequence.
+class Board {
+ public:
+  Board(py::buffer page, int size, int rank) : size_(size), rank_(rank) {
+    py::buffer_info info = page.request(/*writable=*/true);
+    TORCH_CHECK(size > 0 && rank >= 0 && rank < size &&
+                static_cast<size_t>(info.size * info.itemsize) >= TP_BOARD_BYTES(size),
+                "board: a page of ", info.size * info.itemsize, " bytes for rank ", rank, " of ",
+                size);
+    page_ = info.ptr;
+  }
 
-void board_post(py::buffer page, int size, int rank, uint64_t seq, uint64_t digest) {
-  TORCH_CHECK(rank >= 0 && rank < size, "board: rank ", rank, " of ", size);
-  tp_board_post(board_page(page, size), rank, seq, digest);
-}
+  // Posts this rank's next call's |digest|; returns the call's number.
+  uint64_t post(uint64_t digest) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tp_board_post(page_, rank_, ++seq_, digest);
+    return seq_;
+  }
 
-int board_wait(py::buffer page, int size, uint64_t seq, int wait_ms) {
-  void* p = board_page(page, size);
-  py::gil_scoped_release no_gil;  // the other ranks' threads of this process run meanwhile
-  return tp_board_wait(p, size, seq, wait_ms);
-}
+  // tp_board_wait: 1 every rank posted call |seq| with one digest, 0 different ones, -1 not yet.
+  // Waits without the GIL.
+  int state(uint64_t seq, int wait_ms) {
+    std::optional<py::gil_scoped_release> no_gil;
+    if (wait_ms > 0 && PyGILState_Check()) no_gil.emplace();
+    return tp_board_wait(page_, size_, seq, wait_ms);
+  }
 
+ private:
+  void* page_;
+  const int size_, rank_;
+  std::mutex mu_;
+  uint64_t seq_ = 0;
+};
+
+// A call's digest as ranks post it: 56 bits of its description's FNV-1a hash.
+uint64_t call_digest(const std::string& desc) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : desc) h = (h ^ c) * 1099511628211ull;
+  return h & ((1ull << 56) - 1);
+}
 
 // Calls per transport and collective, of the backend's native collectives (the Python ones count
 // in python/torch_pjrt/distributed.py; collective_counts() adds the two).
@@ -307,11 +330,15 @@ c10::intrusive_ptr<c10d::Work> done(const std::vector<at::Tensor>& tensors) {
 }
 
 // The "pjrt" c10d backend. Its transport, a Python object (distributed.py), holds the group's
-// state and every collective; this C++ class runs the device transport's common collectives
-// itself (all_reduce, broadcast, all_gather and reduce_scatter into one tensor, barrier): the
-// rank meets the others and returns without taking the GIL once, where a Python backend took it
-// several times per call (measured: a third of a 4-rank 1 MiB all_reduce on 2 cores). Every
-// other call, and every call of the host transport, is the transport's method of that name.
+// state and every collective; this C++ class runs the common collectives itself, where a Python
+// backend took the GIL several times per call (the trampoline, the method, its Future), which
+// ranks queue for on a loaded host. On the device transport (all_reduce, broadcast, all_gather
+// and reduce_scatter into one tensor, barrier) a rank meets the others and returns without taking
+// the GIL once (measured: a fifth of a 4-rank 1 MiB all_reduce on 2 cores, two fifths at 4 KiB).
+// On the host transport (all_reduce, broadcast, all_gather into one tensor, on tensors gloo can
+// alias) it checks the call on the board and runs gloo's (a 4 KiB all_gather of 2 ranks: from
+// 1.3-1.6x gloo's time on CPU tensors to 1.1x). Every other call is the transport's method of
+// that name.
 class PjrtBackend : public c10d::Backend {
  public:
   PjrtBackend(int rank, int size, py::object transport)
@@ -319,6 +346,11 @@ class PjrtBackend : public c10d::Backend {
     if (py_.attr("transport").cast<std::string>() == "device") {
       meeting_ = py_.attr("_meeting").cast<std::shared_ptr<Meeting>>();
       timeout_ = py_.attr("_timeout").cast<double>();
+    } else if (!py_.attr("_checked").cast<bool>() || !py_.attr("_board").is_none()) {
+      // The host transport, unchecked or checked on a board (checks through gloo stay Python's).
+      gloo_ = py_.attr("_gloo").cast<c10::intrusive_ptr<c10d::Backend>>();
+      if (!py_.attr("_board").is_none())
+        board_ = py_.attr("_board").attr("_c").cast<std::shared_ptr<Board>>();
     }
   }
 
@@ -329,6 +361,8 @@ class PjrtBackend : public c10d::Backend {
     }
     py::gil_scoped_acquire gil;
     py_ = py::object();
+    board_.reset();
+    gloo_.reset();
   }
 
   const py::object& transport() const { return py_; }
@@ -337,6 +371,14 @@ class PjrtBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& ts,
                                            const c10d::BroadcastOptions& opts) override {
+    if (gloo_ && ts.size() == 1) {
+      std::vector<at::Tensor> hosts = aliases(ts);
+      if (!hosts.empty()) {
+        host("broadcast", describe("broadcast", ts[0], nullptr),
+             [&] { return gloo_->broadcast(hosts, opts); });
+        return done(ts);
+      }
+    }
     if (!meeting_ || ts.size() != 1) return call("broadcast", ts, opts);
     std::string name = "broadcast@" + std::to_string(opts.rootRank);
     native("broadcast", describe(name, ts[0], nullptr), "broadcast", "SUM", opts.rootRank, ts[0],
@@ -347,6 +389,22 @@ class PjrtBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts,
                                            const c10d::AllreduceOptions& opts) override {
     const char* op = op_name(opts.reduceOp);
+    if (gloo_ && ts.size() == 1 && op) {
+      std::vector<at::Tensor> hosts = aliases(ts);
+      if (!hosts.empty()) {
+        bool avg = opts.reduceOp == c10d::ReduceOp::AVG;  // gloo has none: SUM, then divide
+        c10d::AllreduceOptions o = opts;
+        if (avg) o.reduceOp = c10d::ReduceOp::SUM;
+        host("allreduce", describe("all_reduce", ts[0], op),
+             [&] { return gloo_->allreduce(hosts, o); });
+        if (avg && getSize() > 1) {
+          at::Tensor& h = hosts[0];
+          if (h.is_floating_point() || h.is_complex()) h.div_(getSize());
+          else h.floor_divide_(getSize());
+        }
+        return done(ts);
+      }
+    }
     if (!meeting_ || ts.size() != 1 || !op) return call("allreduce", ts, opts);
     native("allreduce", describe("allreduce", ts[0], op), "all_reduce", op, 0, ts[0], ts[0]);
     return done(ts);
@@ -354,6 +412,14 @@ class PjrtBackend : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& out, at::Tensor& in,
                                                    const c10d::AllgatherOptions& opts) override {
+    if (gloo_) {
+      std::vector<at::Tensor> hosts = aliases({in, out});
+      if (!hosts.empty()) {
+        host("all_gather_single", describe("all_gather_into_tensor", in, nullptr),
+             [&] { return gloo_->_allgather_base(hosts[1], hosts[0], opts); });
+        return done({out});
+      }
+    }
     if (!meeting_) return call("all_gather_single", out, in, opts);
     native("all_gather_single", describe("all_gather_single", in, nullptr), "all_gather", "SUM",
            0, in, out);
@@ -471,6 +537,67 @@ class PjrtBackend : public c10d::Backend {
     return py_.attr(name)(std::forward<Args>(args)...).template cast<c10::intrusive_ptr<c10d::Work>>();
   }
 
+  // CPU tensors sharing |ts|' memory (the CPU plugin's device memory is host memory), for gloo
+  // to use with no copy; empty when one has none (then the transport's Python method copies).
+  static std::vector<at::Tensor> aliases(const std::vector<at::Tensor>& ts) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : ts) {
+      std::optional<at::Tensor> a = host_alias(t);
+      if (!a) return {};
+      out.push_back(*a);
+    }
+    return out;
+  }
+
+  // One collective of the host transport: |start|() starts gloo's call on the aliases, checked
+  // on the board as the transport's _agree and _wait do (post the digest and go on; the last
+  // rank to post raises before gloo, the others while they wait for it). The rare ends (a
+  // mismatch, a rank gone, a late post) are the transport's Python.
+  template <typename Start>
+  void host(const char* name, const std::string& desc, Start start) {
+    count("host", name);
+    uint64_t seq = 0;
+    if (board_) {
+      seq = board_->post(call_digest(desc));
+      int agreed = board_->state(seq, 0);
+      if (agreed == 0) slow("_mismatch", desc);
+      if (agreed == 1) seq = 0;  // checked: nothing to look at while gloo runs
+    }
+    c10::intrusive_ptr<c10d::Work> work = start();
+    if (!seq) {
+      work->wait();
+      return;
+    }
+    for (;;) {
+      try {
+        work->wait(std::chrono::milliseconds(20));
+        break;
+      } catch (const std::exception&) {
+        if (work->isCompleted()) {  // done since, or gloo's own error
+          try {
+            work->wait();
+            break;
+          } catch (const std::exception&) {  // a rank's exit, named, comes first
+            slow("_raise_if_dead", seq);
+            throw;
+          }
+        }
+        if (board_->state(seq, 0) == 0) slow("_mismatch", desc);
+        slow("_raise_if_dead", seq);
+      }
+    }
+    int agreed = board_->state(seq, 0);
+    if (agreed == 0) slow("_mismatch", desc);
+    if (agreed < 0) slow("_settle_call", seq, desc);  // a rank that has not posted yet
+  }
+
+  // The transport's method |name| for a rare end of a checked call (it may raise).
+  template <typename... Args>
+  void slow(const char* name, Args&&... args) {
+    py::gil_scoped_acquire gil;
+    py_.attr(name)(std::forward<Args>(args)...);
+  }
+
   void native(const char* name, const std::string& desc, const char* kind, const char* op,
               int root, const at::Tensor& in, const at::Tensor& out) {
     count("device", name);
@@ -480,6 +607,8 @@ class PjrtBackend : public c10d::Backend {
   py::object py_;
   std::shared_ptr<Meeting> meeting_;  // the device transport's; null on the host transport
   double timeout_ = 0;
+  c10::intrusive_ptr<c10d::Backend> gloo_;  // the host transport's, where it runs natively
+  std::shared_ptr<Board> board_;            // its board, when it checks calls on one
 };
 
 }  // namespace
@@ -519,12 +648,13 @@ void register_collective(py::module& m) {
           std::lock_guard<std::mutex> lock(g_counts_mu);
           g_counts.clear();
         });
-  m.def("board_post", &board_post, py::arg("page"), py::arg("size"), py::arg("rank"),
-        py::arg("seq"), py::arg("digest"),
-        "Posts a rank's digest of call seq on the host transport's shared page.");
-  m.def("board_wait", &board_wait, py::arg("page"), py::arg("size"), py::arg("seq"),
-        py::arg("wait_ms"),
-        "Waits up to wait_ms for every rank's post of call seq: 1 one digest, 0 differing, -1 late.");
+  py::class_<Board, std::shared_ptr<Board>>(m, "Board",
+      "A rank's side of the host transport's shared page where ranks post their calls' digests.")
+      .def(py::init<py::buffer, int, int>(), py::arg("page"), py::arg("size"), py::arg("rank"))
+      .def("post", &Board::post, py::arg("digest"), "Posts the next call's digest: its number.")
+      .def("state", &Board::state, py::arg("seq"), py::arg("wait_ms") = 0,
+           "Within wait_ms: 1 every rank posted call seq with one digest, 0 different, -1 not yet.");
+  m.def("call_digest", &call_digest, py::arg("desc"), "A call's 56-bit digest, as ranks post it.");
 }
 
 }  // namespace tp_glue

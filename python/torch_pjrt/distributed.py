@@ -27,7 +27,6 @@ first otherwise (TORCH_PJRT_COLLECTIVE_CHECK=0 turns the check off). After a mis
 is broken, as NCCL's is. A rank that exits makes the others raise at their next collective."""
 import collections
 import datetime
-import hashlib
 import json
 import os
 import socket
@@ -444,9 +443,11 @@ class _Board:
     _SLICE_MS = 100  # how long a wait sleeps before it looks for dead ranks and the timeout
 
     def __init__(self, page, rank, pids, timeout, descs):
+        from . import _C
         self._page, self._words, self._descs = page, memoryview(page).cast("Q"), descs
+        self._c = _C.Board(page, len(pids), rank)  # posts and waits; numbers the calls
         self._rank, self._pids = rank, pids
-        self._timeout, self._seq = timeout.total_seconds(), 0
+        self._timeout = timeout.total_seconds()
 
     @classmethod
     def open(cls, store, rank, size, timeout):
@@ -483,16 +484,12 @@ class _Board:
 
     def post(self, digest):
         """Posts |digest| (56 bits) as this rank's next call; returns the call's number."""
-        from . import _C
-        self._seq += 1
-        _C.board_post(self._page, len(self._pids), self._rank, self._seq, digest)
-        return self._seq
+        return self._c.post(digest)
 
     def state(self, seq, wait_ms=0):
         """Within |wait_ms|: True when every rank posted call |seq| with one digest, False when
         their digests differ, None when some rank has not posted it yet."""
-        from . import _C
-        got = _C.board_wait(self._page, len(self._pids), seq, wait_ms)
+        got = self._c.state(seq, wait_ms)
         return None if got < 0 else got == 1
 
     def settle(self, seq):
@@ -561,7 +558,8 @@ class _HostTransport(ProcessGroupPjrt):
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
-        self._board = _Board.open(store, rank, size, timeout) if _CHECK and size > 1 else None
+        self._checked = _CHECK and size > 1
+        self._board = _Board.open(store, rank, size, timeout) if self._checked else None
         self._pending = None  # (number, description) of the call posted but not yet checked
 
     _SLICE = datetime.timedelta(milliseconds=20)  # how long a checked gloo call waits between looks
@@ -580,8 +578,9 @@ class _HostTransport(ProcessGroupPjrt):
             return
         if self._pending is not None:  # a call that raised before its gloo wait: settle it first
             self._settle()
+        from . import _C
         desc = _describe(name, t, opts, shape)
-        digest = int.from_bytes(hashlib.blake2b(desc.encode(), digest_size=7).digest(), "little")
+        digest = _C.call_digest(desc)
         if self._board is not None:
             seq = self._board.post(digest)
             same = self._board.state(seq)
@@ -608,6 +607,14 @@ class _HostTransport(ProcessGroupPjrt):
         self._gloo.allgather([calls], [mine]).wait()
         raise _mismatch([bytes(e.tolist()).rstrip(b"\0").decode(errors="replace") for e in calls])
 
+    # The backend's native calls (_C.backend) end here when they must: a rank gone, a late post.
+    def _raise_if_dead(self, seq):
+        self._board.raise_if_dead(seq)
+
+    def _settle_call(self, seq, desc):
+        self._pending = (seq, desc)
+        self._settle()
+
     def _settle(self):
         """Waits until every rank posted the pending call; raises if they differ."""
         (seq, desc), self._pending = self._pending, None
@@ -627,9 +634,13 @@ class _HostTransport(ProcessGroupPjrt):
                 work.wait(self._SLICE)
                 break
             except RuntimeError:
-                if work.is_completed():  # gloo's own error: a rank's exit, named, comes first
-                    self._board.raise_if_dead(seq)
-                    raise
+                if work.is_completed():  # done since, or gloo's own error
+                    try:
+                        work.wait()
+                        break
+                    except RuntimeError:  # a rank's exit, named, comes first
+                        self._board.raise_if_dead(seq)
+                        raise
                 if self._board.state(seq) is False:
                     self._pending = None
                     self._mismatch(desc)
