@@ -67,7 +67,7 @@ def _time(runs, nbytes, reps):
     """Seconds per call of each (run, sync) of |runs|: back-to-back calls, then its sync; the
     median of |reps| runs, the runs of |runs| taking turns so that the shared machine's load
     weighs on each alike."""
-    calls = 5 if nbytes < 16 << 20 else 2
+    calls = max(2, min(40, (8 << 20) // nbytes))  # a run moves 8 MiB at least: jitter averages out
     for run, sync in runs:
         run()
         sync()
@@ -94,7 +94,7 @@ def _threads(args):
     import torch_pjrt
     from torch_pjrt import _C
     world = torch.tpu.device_count()
-    result = torch_pjrt.distributed.run_threads(_measure, world, args=(world, args))[0]
+    result = torch_pjrt.distributed.run_threads(_measure, world, args=(world, args, False))[0]
     if args.mode == "bandwidth":
         for coll in ("all_reduce", "all_gather"):
             for nbytes in _sizes(args):
@@ -108,7 +108,11 @@ def _threads(args):
     print(json.dumps(result))
 
 
-def _measure(rank, world, args):
+def _measure(rank, world, args, interleave=True):
+    """|rank|'s measurements; tpu and CPU tensors take turns when |interleave| (ranks as
+    processes, where host/gloo is the ratio), else each size runs on one, then the other (ranks
+    as threads: gloo's threads in between flushed the device runs' caches; measured: the 4 MiB
+    device all_reduce took twice as long)."""
     import torch
     import torch.distributed as dist
     import torch_pjrt  # noqa: F401
@@ -126,7 +130,9 @@ def _measure(rank, world, args):
                         else (lambda x=x, out=out, g=group: dist.all_gather_into_tensor(out, x, group=g))
                     runs.append((run, torch.tpu.synchronize if dev == "tpu" else (lambda: None)))
                 dist.barrier(group=cpu)
-                for dev, t in zip(("tpu", "cpu"), _time(runs, nbytes, args.reps)):
+                times = _time(runs, nbytes, args.reps) if interleave else \
+                    [_time([r], nbytes, args.reps)[0] for r in runs]
+                for dev, t in zip(("tpu", "cpu"), times):
                     result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world, t)
                 del runs
     elif args.mode.startswith("funcol"):  # a compiled step, lowered or split
