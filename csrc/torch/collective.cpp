@@ -119,6 +119,23 @@ class Meeting {
  private:
   struct Call {
     explicit Call(int n) : descs(n), payloads(n), inputs(n), outputs(n), left(n) {}
+    // The last rank to let go of a call may be a native one, without the GIL, and a call that
+    // was abandoned or mismatched may still hold some Python rank's objects.
+    ~Call() {
+      bool python = action || result;
+      for (auto& p : payloads) python = python || p;
+      if (!python) return;  // a native call's: nothing of Python's, no GIL to take
+      if (!Py_IsInitialized()) {
+        for (auto& p : payloads) p.release();
+        action.release();
+        result.release();
+        return;
+      }
+      py::gil_scoped_acquire gil;
+      payloads.clear();
+      action = py::object();
+      result = py::object();
+    }
     std::vector<std::string> descs;
     int arrived = 0;
     std::vector<py::object> payloads;            // a Python action's parts
@@ -179,11 +196,6 @@ class Meeting {
         c.error = "pjrt: the ranks of a process group called different collectives: ";
         for (int k = 0; k < size_; k++)
           c.error += (k ? "; rank " : "rank ") + std::to_string(k) + ": " + c.descs[k];
-        if (c.action) {  // Python parts from some ranks: let go of them with the GIL
-          py::gil_scoped_acquire gil;
-          c.action = py::object();
-          c.payloads.assign(size_, py::object());
-        }
         return;
       }
     }

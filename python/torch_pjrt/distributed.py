@@ -53,8 +53,9 @@ def collective_counts():
     with _lock:
         counts = {t: dict(c) for t, c in _counts.items()}
     for t, calls in _C.collective_counts().items():
+        mine = counts.setdefault(t, {})
         for name, n in calls.items():
-            counts.setdefault(t, {})[name] = counts.get(t, {}).get(name, 0) + n
+            mine[name] = mine.get(name, 0) + n
     return counts
 
 
@@ -433,12 +434,12 @@ class _DeviceTransport(ProcessGroupPjrt):
 
 class _Board:
     """The host transport's check on one host: a shared memory page where each rank of a group
-    posts the digest of its next call and sleeps until every rank posted theirs (runtime/board.h:
-    a futex the last post wakes), with no network round trip (gloo's cheapest costs as much as a
-    small collective) and no polling (measured: napping 50 us between looks added 100-250 us to
-    every call of 2 ranks on 2 cores, a spin three times that). open() returns None where the
-    ranks cannot share it (other hosts, other PID namespaces, no shared file): the check then
-    goes through gloo."""
+    posts the digest of its next call and reads the others' (runtime/board.h; _C.Board numbers
+    the calls), with no network round trip (gloo's cheapest costs as much as a small collective).
+    A rank that must wait for a post sleeps on a futex the post wakes, never polls (measured:
+    napping 50 us between looks added 100-250 us to every call of 2 ranks on 2 cores, a spin
+    three times that). open() returns None where the ranks cannot share it (other hosts, other
+    PID namespaces, no shared file): the check then goes through gloo."""
 
     _SLICE_MS = 100  # how long a wait sleeps before it looks for dead ranks and the timeout
 
