@@ -3,7 +3,8 @@
 Bus bandwidth (nccl-tests' definition: all_reduce moves 2(n-1)/n of the buffer per rank,
 all_gather (n-1)/n of the output) of all_reduce and all_gather from 4 KiB to 64 MiB, timed as
 nccl-tests do (a few calls back to back, then a device sync; the median of --reps such runs
-after warm-up, tpu and CPU tensors taking turns), for each transport torch_pjrt has and gloo on CPU tensors:
+after warm-up; in the 2-process launch tpu and CPU tensors take turns, and host/gloo is the
+median of the runs' paired ratios), for each transport torch_pjrt has and gloo on CPU tensors:
 the device transport on 4 CPU-plugin devices in one process (ranks as threads), the host
 transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes; the same
 4 threads), and the device transport's program alone (one thread driving the 4 devices, no
@@ -13,7 +14,7 @@ ending in an all_reduce) on 4 ranks in one process, its collectives lowered into
 program against the same graph split around them (each collective run eagerly). The shared
 machine is noisy: compare the ratios, not the times.
 
-    python bench/collectives.py [--reps 7] [--max-mib 64]
+    python bench/collectives.py [--reps 9] [--max-mib 64]
 """
 import argparse
 import json
@@ -64,9 +65,9 @@ def _sizes(args):
 
 
 def _time(runs, nbytes, reps):
-    """Seconds per call of each (run, sync) of |runs|: back-to-back calls, then its sync; the
-    median of |reps| runs, the runs of |runs| taking turns so that the shared machine's load
-    weighs on each alike."""
+    """Seconds per call of each (run, sync) of |runs| in each of |reps| runs: back-to-back calls,
+    then its sync, the runs of |runs| taking turns so that the shared machine's load weighs on
+    each alike."""
     calls = max(2, min(40, (8 << 20) // nbytes))  # a run moves 8 MiB at least: jitter averages out
     for run, sync in runs:
         run()
@@ -79,7 +80,7 @@ def _time(runs, nbytes, reps):
                 run()
             sync()
             ts.append((time.perf_counter() - t0) / calls)
-    return [statistics.median(ts) for ts in times]
+    return times
 
 
 def _bus(coll, nbytes, world, seconds):
@@ -101,8 +102,8 @@ def _threads(args):
                 xs = [torch.ones(nbytes // 4, device=f"tpu:{d}") for d in range(world)]
                 outs = xs if coll == "all_reduce" else \
                     [torch.empty(world * nbytes // 4, device=f"tpu:{d}") for d in range(world)]
-                t, = _time([(lambda: _C.collective(coll, "SUM", 0, xs, outs), torch.tpu.synchronize)],
-                           nbytes, args.reps)
+                t = statistics.median(_time([(lambda: _C.collective(coll, "SUM", 0, xs, outs),
+                                                torch.tpu.synchronize)], nbytes, args.reps)[0])
                 result[f"program|{coll}|{nbytes}"] = _bus(coll, nbytes, world, t)
                 del xs, outs
     print(json.dumps(result))
@@ -132,8 +133,11 @@ def _measure(rank, world, args, interleave=True):
                 dist.barrier(group=cpu)
                 times = _time(runs, nbytes, args.reps) if interleave else \
                     [_time([r], nbytes, args.reps)[0] for r in runs]
-                for dev, t in zip(("tpu", "cpu"), times):
-                    result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world, t)
+                for dev, ts in zip(("tpu", "cpu"), times):
+                    result[f"{dev}|{coll}|{nbytes}"] = _bus(coll, nbytes, world, statistics.median(ts))
+                if interleave:  # tpu/CPU: the median of the runs' paired ratios
+                    result[f"ratio|{coll}|{nbytes}"] = statistics.median(
+                        c / t for t, c in zip(*times))
                 del runs
     elif args.mode.startswith("funcol"):  # a compiled step, lowered or split
         import torch.distributed._functional_collectives as funcol
@@ -206,7 +210,7 @@ def _launch_threads(n, argv, timeout=1800):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--max-mib", type=int, default=64)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", action="store_true", help=argparse.SUPPRESS)
@@ -220,11 +224,12 @@ def main():
     dev = _launch_threads(4, common + ["--mode", "bandwidth"])
     bw = _launch(2, common + ["--mode", "bandwidth"])
     assert dev["transport"] == "device" and bw["transport"] == "host", (dev["transport"], bw["transport"])
-    sizes = sorted({int(k.split("|")[2]) for k in bw if k.count("|") == 2})
+    sizes = sorted({int(k.split("|")[2]) for k in bw if k.startswith("tpu|")})
     print(f"bus bandwidth, GB/s (median of {args.reps}): device = torch_pjrt's device transport, "
           "4 devices in one process; host = its host transport, 2 processes; gloo = gloo on CPU "
           "tensors, 2 processes; gloo4 = gloo on CPU tensors, the same 4 threads; program = the "
-          "device transport's program alone, one thread driving the 4 devices")
+          "device transport's program alone, one thread driving the 4 devices; host/gloo = the median of "
+          "the paired runs' ratios")
     print(f"{'collective':<11} {'size':>7}  {'device':>8} {'host':>8} {'gloo':>8} {'gloo4':>8} "
           f"{'program':>8}  {'device/gloo':>11} {'device/gloo4':>12} {'host/gloo':>9}")
     for coll in ("all_reduce", "all_gather"):
@@ -233,7 +238,7 @@ def main():
                               dev[f"cpu|{coll}|{n}"], dev[f"program|{coll}|{n}"])
             size = f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
             print(f"{coll:<11} {size:>7}  {d:8.3f} {h:8.3f} {g:8.3f} {g4:8.3f} {p:8.3f}  "
-                  f"{d / g:11.2f} {d / g4:12.2f} {h / g:9.2f}")
+                  f"{d / g:11.2f} {d / g4:12.2f} {bw[f'ratio|{coll}|{n}']:9.2f}")
     one = _launch(1, common + ["--mode", "ddp"])
     two = _launch(2, common + ["--mode", "ddp"])
     four = _launch_threads(4, common + ["--mode", "ddp"])
