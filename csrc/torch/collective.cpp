@@ -86,7 +86,10 @@ class Meeting {
       call = join(rank, desc, timeout, abandoned, [&](Call& c) {
         c.inputs[rank] = input;
         c.outputs[rank] = output;
-        c.native = {kind, op, std::to_string(root)};
+        c.native = true;
+        c.kind = kind;
+        c.op = op;
+        c.root = root;
       });
     }
     finish(call, abandoned);
@@ -141,7 +144,9 @@ class Meeting {
     std::vector<py::object> payloads;            // a Python action's parts
     py::object action;
     std::vector<at::Tensor> inputs, outputs;     // a native collective's parts
-    std::vector<std::string> native;             // its kind, reduction, root
+    bool native = false;                         // a native collective (else a Python action):
+    std::string kind, op;                        // its kind ("": a barrier) and reduction,
+    int root = 0;                                // and root
     bool done = false, failed = false;
     std::string error;                           // a mismatch, a failed native call
     py::object result;                           // the action's result or exception
@@ -199,10 +204,10 @@ class Meeting {
         return;
       }
     }
-    if (!c.native.empty() && c.native[0].empty()) return;  // a barrier
-    if (!c.native.empty()) {
+    if (c.native && c.kind.empty()) return;  // a barrier
+    if (c.native) {
       try {
-        run_collective(c.native[0], c.native[1], std::stoi(c.native[2]), c.inputs, c.outputs);
+        run_collective(c.kind, c.op, c.root, c.inputs, c.outputs);
       } catch (const c10::Error& e) {
         c.error = e.what_without_backtrace();
       } catch (const std::exception& e) {
@@ -221,8 +226,6 @@ class Meeting {
       c.failed = true;
       c.result = e.value();
     }
-    c.action = py::object();
-    c.payloads.assign(size_, py::object());
   }
 
   // Raises the call's error on this rank, if any (with the GIL).
