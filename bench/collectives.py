@@ -2,8 +2,8 @@
 
 Bus bandwidth (nccl-tests' definition: all_reduce moves 2(n-1)/n of the buffer per rank,
 all_gather (n-1)/n of the output) of all_reduce and all_gather from 4 KiB to 64 MiB, timed as
-nccl-tests do (a few calls back to back, then a device sync; the median of --reps such runs
-after warm-up; in the 2-process launch tpu and CPU tensors take turns, and host/gloo is the
+nccl-tests do (calls back to back, 32 MiB or 200 calls, then a device sync; the median of --reps
+such runs after a warm-up run; in the 2-process launch tpu and CPU tensors take turns, and host/gloo is the
 median of the runs' paired ratios), for each transport torch_pjrt has and gloo on CPU tensors:
 the device transport on 4 CPU-plugin devices in one process (ranks as threads), the host
 transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes; the same
@@ -14,7 +14,7 @@ ending in an all_reduce) on 4 ranks in one process, its collectives lowered into
 program against the same graph split around them (each collective run eagerly). The shared
 machine is noisy: compare the ratios, not the times.
 
-    python bench/collectives.py [--reps 9] [--max-mib 64]
+    python bench/collectives.py [--reps 15] [--max-mib 64]
 """
 import argparse
 import json
@@ -68,13 +68,18 @@ def _time(runs, nbytes, reps):
     """Seconds per call of each (run, sync) of |runs| in each of |reps| runs: back-to-back calls,
     then its sync, the runs of |runs| taking turns so that the shared machine's load weighs on
     each alike."""
-    calls = max(2, min(40, (8 << 20) // nbytes))  # a run moves 8 MiB at least: jitter averages out
-    for run, sync in runs:
-        run()
+    # A run moves 32 MiB, up to 200 calls: runs of 8 MiB (40 calls of 4 KiB, ~20 ms) were short
+    # against the machine's jitter (the paired ratio of one 4 KiB cell moved 0.75-1.14 between
+    # runs of the same code).
+    calls = max(2, min(200, (32 << 20) // nbytes))
+    for run, sync in runs:  # warm-up: one run of each
+        for _ in range(calls):
+            run()
         sync()
     times = [[] for _ in runs]
-    for _ in range(reps):
-        for (run, sync), ts in zip(runs, times):
+    for rep in range(reps):
+        turn = list(zip(runs, times))
+        for (run, sync), ts in (turn if rep % 2 == 0 else turn[::-1]):  # neither always first
             t0 = time.perf_counter()
             for _ in range(calls):
                 run()
@@ -210,7 +215,7 @@ def _launch_threads(n, argv, timeout=1800):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--max-mib", type=int, default=64)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--threads", action="store_true", help=argparse.SUPPRESS)
