@@ -352,8 +352,8 @@ c10::intrusive_ptr<c10d::Work> done(const std::vector<at::Tensor>& tensors) {
 // the GIL once (measured: a fifth of a 4-rank 1 MiB all_reduce on 2 cores, two fifths at 4 KiB).
 // On the host transport (all_reduce, broadcast, all_gather into one tensor, on tensors gloo can
 // alias) it checks the call on the board and runs gloo's (a 4 KiB all_gather of 2 ranks: from
-// 1.3-1.6x gloo's time on CPU tensors to 1.1x). Every other call is the transport's method of
-// that name.
+// 1.3-1.6x gloo's time on CPU tensors to 1.1x). The coalesced forms are the plain ones in turn.
+// Every other call is the transport's method of that name.
 class PjrtBackend : public c10d::Backend {
  public:
   PjrtBackend(int rank, int size, py::object transport)
@@ -466,11 +466,49 @@ class PjrtBackend : public c10d::Backend {
     return done({});
   }
 
-  // The rest: the transport's methods.
+  // The coalesced forms (FSDP's, _coalescing_manager's): the plain form on each tensor in turn,
+  // native where that one is, each with its own copy of the options (the transport's Python
+  // changes a PREMUL_SUM or AVG it runs as SUM in place).
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& ts, const c10d::AllreduceCoalescedOptions& opts) override {
-    return call("allreduce_coalesced", ts, opts);
+    for (at::Tensor& t : ts) {
+      std::vector<at::Tensor> one{t};
+      c10d::AllreduceOptions o = opts;
+      allreduce(one, o)->wait();
+    }
+    return done(ts);
   }
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
+      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+      const c10d::AllgatherOptions& opts) override {
+    return each(outs, ins, [&](at::Tensor& o, at::Tensor& i) { return all_gather_single(o, i, opts); });
+  }
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+      const c10d::AllgatherOptions& opts) override {
+    return all_gather_single_coalesced(outs, ins, opts);
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
+      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+      const c10d::ReduceScatterOptions& opts) override {
+    return each(outs, ins, [&](at::Tensor& o, at::Tensor& i) {
+      c10d::ReduceScatterOptions own = opts;
+      return reduce_scatter_single(o, i, own);
+    });
+  }
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+      const c10d::ReduceScatterOptions& opts) override {
+    return reduce_scatter_single_coalesced(outs, ins, opts);
+  }
+
+  // A _coalescing_manager given a device brackets its calls with these (NCCL launches them as one
+  // group). Here each call inside runs as it comes, enqueued in order as any op is: the bracket's
+  // Work is done.
+  void startCoalescing() override {}
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override { return done({}); }
+
+  // The rest: the transport's methods.
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& ts,
                                         const c10d::ReduceOptions& opts) override {
     return call("reduce", ts, opts);
@@ -484,16 +522,6 @@ class PjrtBackend : public c10d::Backend {
                                                      std::vector<at::Tensor>& ins,
                                                      const c10d::AllgatherOptions& opts) override {
     return call("allgather_coalesced", outs, ins, opts);
-  }
-  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(
-      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
-      const c10d::AllgatherOptions& opts) override {
-    return call("all_gather_single_coalesced", outs, ins, opts);
-  }
-  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
-      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
-      const c10d::AllgatherOptions& opts) override {
-    return call("all_gather_single_coalesced", outs, ins, opts);
   }
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outs,
                                         std::vector<at::Tensor>& ins,
@@ -509,16 +537,6 @@ class PjrtBackend : public c10d::Backend {
                                                 std::vector<std::vector<at::Tensor>>& ins,
                                                 const c10d::ReduceScatterOptions& opts) override {
     return call("reduce_scatter", outs, ins, opts);
-  }
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(
-      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
-      const c10d::ReduceScatterOptions& opts) override {
-    return call("reduce_scatter_single_coalesced", outs, ins, opts);
-  }
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
-      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
-      const c10d::ReduceScatterOptions& opts) override {
-    return call("reduce_scatter_single_coalesced", outs, ins, opts);
   }
   c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& out, at::Tensor& in,
                                                    std::vector<int64_t>& out_splits,
@@ -550,6 +568,16 @@ class PjrtBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> call(const char* name, Args&&... args) {
     py::gil_scoped_acquire gil;
     return py_.attr(name)(std::forward<Args>(args)...).template cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+
+  // A coalesced call: |one|(out, in) on each pair of |outs| and |ins| in turn.
+  template <typename One>
+  c10::intrusive_ptr<c10d::Work> each(std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,
+                                      One one) {
+    TORCH_CHECK(outs.size() == ins.size(), "a coalesced collective of ", ins.size(),
+                " inputs and ", outs.size(), " outputs");
+    for (size_t k = 0; k < outs.size(); k++) one(outs[k], ins[k])->wait();
+    return done(outs);
   }
 
   // CPU tensors sharing |ts|' memory (the CPU plugin's device memory is host memory), for gloo

@@ -193,26 +193,6 @@ class ProcessGroupPjrt:
     def size(self):
         return self._size
 
-    # The coalesced forms (FSDP's): one call of the plain form per tensor, in order.
-    def allreduce_coalesced(self, tensors, opts):
-        for t in tensors:
-            o = dist.AllreduceOptions()
-            o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
-            self.allreduce([t], o)
-        return _done(tensors)
-
-    def all_gather_single_coalesced(self, outputs, inputs, opts):
-        for o, i in zip(outputs, inputs):
-            self.all_gather_single(o, i, opts)
-        return _done(outputs)
-
-    def reduce_scatter_single_coalesced(self, outputs, inputs, opts):
-        for o, i in zip(outputs, inputs):
-            c = dist.ReduceScatterOptions()
-            c.reduceOp, c.timeout = opts.reduceOp, opts.timeout
-            self.reduce_scatter_single(o, i, c)
-        return _done(outputs)
-
     def allgather_coalesced(self, output_lists, inputs, opts):
         return self.allgather(output_lists, inputs, opts)
 

@@ -124,6 +124,37 @@ def main(rank, world, transport):
 
     check("reduce_scatter", rsl)
 
+    # The coalesced forms (FSDP's, and DDP's bucketing managers'): calls inside
+    # _coalescing_manager reach the backend as one allreduce_coalesced / all_gather into tensors /
+    # reduce_scatter into tensors call; gloo's reference is the same calls one by one.
+    def coalesced(dev, grp):
+        ts = [data(3, seed=16).to(dev), data(2, 2, seed=17).to(dev)]
+        gouts = [torch.empty(world * 3, device=dev), torch.empty(world * 4, device=dev)]
+        gins = [data(3, seed=18).to(dev), data(4, seed=19).to(dev)]
+        routs = [torch.empty(2, device=dev), torch.empty(3, device=dev)]
+        rins = [data(world * 2, seed=20).to(dev), data(world * 3, seed=21).to(dev)]
+        if dev == "cpu":
+            for t in ts:
+                dist.all_reduce(t, group=grp)
+            for o, i in zip(gouts, gins):
+                dist.all_gather_into_tensor(o, i, group=grp)
+            for o, i in zip(routs, rins):
+                dist.reduce_scatter_tensor(o, i, group=grp)
+            return ts + gouts + routs
+        for kind in ("all_reduce", "all_gather", "reduce_scatter"):
+            with dist._coalescing_manager(device=torch.device(dev), async_ops=True) as cm:
+                if kind == "all_reduce":
+                    for t in ts:
+                        dist.all_reduce(t)
+                else:
+                    fn = dist.all_gather_into_tensor if kind == "all_gather" else dist.reduce_scatter_tensor
+                    for o, i in zip(*((gouts, gins) if kind == "all_gather" else (routs, rins))):
+                        fn(o, i)
+            cm.wait()
+        return ts + gouts + routs
+
+    check("coalesced", coalesced)
+
     def a2a(dev, grp):
         splits = [1 + k for k in range(world)]  # uneven: k + 1 elements to rank k
         inp = data(sum(splits), seed=7).to(dev)
