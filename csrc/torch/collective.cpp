@@ -350,10 +350,10 @@ c10::intrusive_ptr<c10d::Work> done(const std::vector<at::Tensor>& tensors) {
 // ranks queue for on a loaded host. On the device transport (all_reduce, broadcast, all_gather
 // and reduce_scatter into one tensor, barrier) a rank meets the others and returns without taking
 // the GIL once (measured: a fifth of a 4-rank 1 MiB all_reduce on 2 cores, two fifths at 4 KiB).
-// On the host transport (all_reduce, broadcast, all_gather into one tensor, on tensors gloo can
-// alias) it checks the call on the board and runs gloo's (a 4 KiB all_gather of 2 ranks: from
-// 1.3-1.6x gloo's time on CPU tensors to 1.1x). The coalesced forms are the plain ones in turn.
-// Every other call is the transport's method of that name.
+// On the host transport (all_reduce, broadcast, all_gather and reduce_scatter into one tensor, on
+// tensors gloo can alias) it checks the call on the board and runs gloo's (a 4 KiB all_gather of
+// 2 ranks: from 1.3-1.6x gloo's time on CPU tensors to 1.1x). The coalesced forms are the plain
+// ones in turn. Every other call is the transport's method of that name.
 class PjrtBackend : public c10d::Backend {
  public:
   PjrtBackend(int rank, int size, py::object transport)
@@ -412,11 +412,7 @@ class PjrtBackend : public c10d::Backend {
         if (avg) o.reduceOp = c10d::ReduceOp::SUM;
         host("allreduce", describe("all_reduce", ts[0], op),
              [&] { return gloo_->allreduce(hosts, o); });
-        if (avg && getSize() > 1) {
-          at::Tensor& h = hosts[0];
-          if (h.is_floating_point() || h.is_complex()) h.div_(getSize());
-          else h.floor_divide_(getSize());
-        }
+        if (avg) average(hosts[0]);
         return done(ts);
       }
     }
@@ -449,6 +445,20 @@ class PjrtBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single(
       at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& opts) override {
     const char* op = op_name(opts.reduceOp);
+    bool bitwise = opts.reduceOp == c10d::ReduceOp::BAND || opts.reduceOp == c10d::ReduceOp::BOR ||
+                   opts.reduceOp == c10d::ReduceOp::BXOR;  // gloo's reduce_scatter has none
+    if (gloo_ && op && !bitwise) {
+      std::vector<at::Tensor> hosts = aliases({in, out});  // gloo's leaves its input as it was
+      if (!hosts.empty()) {
+        bool avg = opts.reduceOp == c10d::ReduceOp::AVG;
+        c10d::ReduceScatterOptions o = opts;
+        if (avg) o.reduceOp = c10d::ReduceOp::SUM;
+        host("reduce_scatter_single", describe("reduce_scatter_tensor", in, op),
+             [&] { return gloo_->reduce_scatter_single(hosts[1], hosts[0], o); });
+        if (avg) average(hosts[1]);
+        return done({out});
+      }
+    }
     if (!meeting_ || !op) return call("reduce_scatter_single", out, in, opts);
     native("reduce_scatter_single", describe("reduce_scatter_single", in, op), "reduce_scatter",
            op, 0, in, out);
@@ -568,6 +578,14 @@ class PjrtBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> call(const char* name, Args&&... args) {
     py::gil_scoped_acquire gil;
     return py_.attr(name)(std::forward<Args>(args)...).template cast<c10::intrusive_ptr<c10d::Work>>();
+  }
+
+  // AVG's last step on the host transport, where gloo summed: |h| divided by the group's size
+  // (floored for integers, as NCCL's).
+  void average(at::Tensor& h) {
+    if (getSize() == 1) return;
+    if (h.is_floating_point() || h.is_complex()) h.div_(getSize());
+    else h.floor_divide_(getSize());
   }
 
   // A coalesced call: |one|(out, in) on each pair of |outs| and |ins| in turn.

@@ -112,6 +112,14 @@ def main(rank, world, transport):
 
     check("reduce_scatter_tensor", rs)
 
+    for op in ("AVG", "MAX"):
+        def rs_op(dev, grp, op=op):
+            out = torch.empty(3, device=dev)
+            dist.reduce_scatter_tensor(out, data(world * 3, seed=22).to(dev), group=grp,
+                                       op=getattr(dist.ReduceOp, "SUM" if op == "AVG" and dev == "cpu" else op))
+            return out / world if op == "AVG" and dev == "cpu" else out  # gloo: AVG as SUM / world
+        check(f"reduce_scatter_tensor_{op}", rs_op)
+
     def rsl(dev, grp):
         out = torch.empty(2, device=dev)
         ins = [data(2, seed=6 + k).to(dev) for k in range(world)]
