@@ -344,6 +344,42 @@ c10::intrusive_ptr<c10d::Work> done(const std::vector<at::Tensor>& tensors) {
   return c10d::Work::create_from_future(fut);
 }
 
+// The Work of a transport's call that finishes later (distributed.py's _Later: an async send or
+// recv): done when its Python object says so, finished by its wait().
+class Later : public c10d::Work {
+ public:
+  explicit Later(py::object later) : py_(std::move(later)) {}
+
+  ~Later() override {
+    if (!Py_IsInitialized()) {
+      py_.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    py_ = py::object();
+  }
+
+  bool isCompleted() override {
+    if (done_) return true;
+    py::gil_scoped_acquire gil;
+    return py_.attr("is_completed")().cast<bool>();
+  }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (!done_) {
+      py::gil_scoped_acquire gil;
+      py_.attr("wait")(timeout == kNoTimeout ? py::object(py::none())
+                                             : py::object(py::float_(timeout.count() / 1e3)));
+      done_ = true;
+    }
+    return true;
+  }
+
+ private:
+  py::object py_;
+  std::atomic<bool> done_{false};
+};
+
 // The "pjrt" c10d backend. Its transport, a Python object (distributed.py), holds the group's
 // state and every collective; this C++ class runs the common collectives itself, where a Python
 // backend took the GIL several times per call (the trampoline, the method, its Future), which
@@ -573,11 +609,14 @@ class PjrtBackend : public c10d::Backend {
   }
 
  private:
-  // The transport's method |name| on |args|, with the GIL: the Work it returns.
+  // The transport's method |name| on |args|, with the GIL: the Work it returns (a _Later, a call
+  // that finishes later, as one).
   template <typename... Args>
   c10::intrusive_ptr<c10d::Work> call(const char* name, Args&&... args) {
     py::gil_scoped_acquire gil;
-    return py_.attr(name)(std::forward<Args>(args)...).template cast<c10::intrusive_ptr<c10d::Work>>();
+    py::object r = py_.attr(name)(std::forward<Args>(args)...);
+    if (!py::isinstance<c10d::Work>(r)) return c10::make_intrusive<Later>(std::move(r));
+    return r.cast<c10::intrusive_ptr<c10d::Work>>();
   }
 
   // AVG's last step on the host transport, where gloo summed: |h| divided by the group's size

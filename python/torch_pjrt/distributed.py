@@ -197,13 +197,38 @@ class ProcessGroupPjrt:
         return self.allgather(output_lists, inputs, opts)
 
 
+class _Later:
+    """The result of a send or recv that finishes later, as NCCL's do (both ranks of a pair may
+    post their send before their recv, or their recv first): the backend wraps it as the call's
+    Work. |poll|() says whether the data has arrived; |finish|(timeout) waits for it (seconds,
+    None: the group's) and copies it in, once, when the Work is waited on."""
+
+    def __init__(self, poll, finish):
+        self._poll, self._finish = poll, finish
+        self._lock = threading.Lock()
+        self._done = False
+
+    def is_completed(self):
+        return self._done or self._poll()
+
+    def wait(self, timeout=None):
+        with self._lock:
+            if not self._done:
+                self._finish(timeout)
+                self._done = True
+        return True
+
+
 class _Mailbox:
     """The device transport's send/recv between the in-process ranks of one group: (receiver,
-    sender, tag) -> the sent snapshots, in order."""
+    sender, tag) -> the sent snapshots by number, and how many were sent and how many receives
+    posted: the k-th receive posted gets the k-th send, whichever is waited on first."""
 
     def __init__(self):
         self.cond = threading.Condition()
         self.calls = {}
+        self.sent = collections.Counter()
+        self.posted = collections.Counter()
         self.broken = None
 
     def breaks(self, why):
@@ -383,28 +408,37 @@ class _DeviceTransport(ProcessGroupPjrt):
         # In process, a send is a snapshot handed to the receiver, which copies it device to
         # device; the sender does not wait for the receive (as a buffered send).
         _note("device", "send")
-        box = self._mailbox
+        box, key = self._mailbox, (dst, self.rank(), tag)
         with box.cond:
-            box.calls.setdefault((dst, self.rank(), tag), collections.deque()).append(
-                [t.detach().clone() for t in tensors])
+            box.calls[key + (box.sent[key],)] = [t.detach().clone() for t in tensors]
+            box.sent[key] += 1
             box.cond.notify_all()
         return _done(tensors)
 
     def recv(self, tensors, src, tag):
         _note("device", "recv")
         box, key = self._mailbox, (self.rank(), src, tag)
-        deadline = time.monotonic() + self._timeout
         with box.cond:
-            while not box.calls.get(key):
-                left = deadline - time.monotonic()
-                if box.broken is not None or left <= 0:
-                    raise RuntimeError(f"pjrt: recv from rank {src} (tag {tag}) abandoned: "
-                                       f"{box.broken or 'timed out'}")
-                box.cond.wait(left)
-            sent = box.calls[key].popleft()
-        for t, s in zip(tensors, sent):
-            t.copy_(s)
-        return _done(tensors)
+            key += (box.posted[key],)
+            box.posted[key[:3]] += 1
+
+        def arrived():
+            with box.cond:
+                return key in box.calls
+
+        def finish(timeout):
+            deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+            with box.cond:
+                while key not in box.calls:
+                    left = deadline - time.monotonic()
+                    if box.broken is not None or left <= 0:
+                        raise RuntimeError(f"pjrt: recv from rank {src} (tag {tag}) abandoned: "
+                                           f"{box.broken or 'timed out'}")
+                    box.cond.wait(left)
+                sent = box.calls.pop(key)
+            for t, s in zip(tensors, sent):
+                t.copy_(s)
+        return _Later(arrived, finish)
 
     def barrier(self, opts):
         _note("device", "barrier")
@@ -742,15 +776,21 @@ class _HostTransport(ProcessGroupPjrt):
         _back(outputs, out_hosts)
         return _done(outputs)
 
+    # send and recv finish later (gloo's send waits for the peer's recv): gloo's Work holds the
+    # host copies; a recv copies into the tpu tensors when waited on.
     def send(self, tensors, dst, tag):
-        self._wait("send", self._gloo.send(_host(tensors), dst, tag))
-        return _done(tensors)
+        _note("host", "send")
+        return self._gloo.send(_host(tensors), dst, tag)
 
     def recv(self, tensors, src, tag):
+        _note("host", "recv")
         hosts = _host(tensors)
-        self._wait("recv", self._gloo.recv(hosts, src, tag))
-        _back(tensors, hosts)
-        return _done(tensors)
+        work = self._gloo.recv(hosts, src, tag)
+
+        def finish(timeout):
+            work.wait() if timeout is None else work.wait(datetime.timedelta(seconds=timeout))
+            _back(tensors, hosts)
+        return _Later(work.is_completed, finish)
 
     def barrier(self, opts):
         self._agree("barrier")
@@ -760,7 +800,7 @@ class _HostTransport(ProcessGroupPjrt):
 
 # c10d calls these from C++, also while a compiled (Dynamo) frame runs: they must run as plain
 # Python, never be traced themselves.
-for _cls in (ProcessGroupPjrt, _DeviceTransport, _HostTransport):
+for _cls in (ProcessGroupPjrt, _DeviceTransport, _HostTransport, _Later):
     for _name, _fn in list(vars(_cls).items()):
         if callable(_fn) and not _name.startswith("__"):
             setattr(_cls, _name, torch.compiler.disable(_fn, recursive=True))

@@ -191,6 +191,34 @@ def main(rank, world, transport):
 
     check("send_recv", sr)
 
+    # Pipeline parallelism's exchanges: every rank posts its sends and receives at once and waits
+    # after (a rank's send does not wait for its peer's receive), in a ring through
+    # batch_isend_irecv (1 MiB each), and as two irecvs posted before the isends, from one peer,
+    # with one tag, waited last first (the first posted gets the first sent).
+    def ring(dev, grp):
+        nxt, prv = (rank + 1) % world, (rank - 1) % world
+        out = data(1 << 18, seed=23).to(dev)
+        got = torch.empty(1 << 18, device=dev)
+        ops = [dist.P2POp(dist.isend, out, nxt, group=grp), dist.P2POp(dist.irecv, got, prv, group=grp)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return got
+
+    check("batch_isend_irecv_ring", ring)
+
+    def recv_first(dev, grp):
+        peer = rank ^ 1
+        if peer >= world:
+            return torch.zeros(2)
+        firsts = [torch.empty(3, device=dev) for _ in range(2)]
+        recvs = [dist.irecv(f, peer, group=grp) for f in firsts]
+        sends = [dist.isend(data(3, seed=24 + k).to(dev), peer, group=grp) for k in range(2)]
+        for w in recvs[::-1] + sends:
+            w.wait()
+        return firsts
+
+    check("irecv_before_isend", recv_first)
+
     def gth(dev, grp):
         t = data(3, seed=11).to(dev)
         outs = [torch.empty(3, device=dev) for _ in range(world)] if rank == 0 else None
