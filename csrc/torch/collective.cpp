@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -481,16 +482,24 @@ class PjrtBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter_single(
       at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& opts) override {
     const char* op = op_name(opts.reduceOp);
-    bool bitwise = opts.reduceOp == c10d::ReduceOp::BAND || opts.reduceOp == c10d::ReduceOp::BOR ||
-                   opts.reduceOp == c10d::ReduceOp::BXOR;  // gloo's reduce_scatter has none
-    if (gloo_ && op && !bitwise) {
-      std::vector<at::Tensor> hosts = aliases({in, out});  // gloo's leaves its input as it was
+    if (gloo_ && op && in.numel() == out.numel() * getSize() && in.dtype() == out.dtype()) {
+      std::vector<at::Tensor> hosts = aliases({in, out});
       if (!hosts.empty()) {
+        // gloo's own reduce_scatter took 2.5x the time of its all_reduce of the whole input at
+        // 4 MiB (2 ranks, CPU tensors): the input's copy is all-reduced, this rank's part kept.
+        // The copies are memcpy: a parallel ATen copy leaves OpenMP's threads spinning, which
+        // took the cores from gloo's threads (copy, then all_reduce: 10.0 ms against 4.4 ms).
+        size_t part = out.numel() * out.element_size();
+        std::vector<at::Tensor> flat{at::empty({in.numel()}, hosts[0].options())};
+        std::memcpy(flat[0].data_ptr(), hosts[0].data_ptr(), part * getSize());
         bool avg = opts.reduceOp == c10d::ReduceOp::AVG;
-        c10d::ReduceScatterOptions o = opts;
-        if (avg) o.reduceOp = c10d::ReduceOp::SUM;
+        c10d::AllreduceOptions o;
+        o.reduceOp = avg ? c10d::ReduceOp(c10d::ReduceOp::SUM) : opts.reduceOp;
+        o.timeout = opts.timeout;
         host("reduce_scatter_single", describe("reduce_scatter_tensor", in, op),
-             [&] { return gloo_->reduce_scatter_single(hosts[1], hosts[0], o); });
+             [&] { return gloo_->allreduce(flat, o); });
+        std::memcpy(hosts[1].data_ptr(), static_cast<char*>(flat[0].data_ptr()) + part * getRank(),
+                    part);
         if (avg) average(hosts[1]);
         return done({out});
       }
