@@ -4,7 +4,8 @@ CPU-plugin devices (the device transport). Every collective on tpu tensors match
 ranks matches one process on the whole batch, object collectives and CPU groups keep working,
 and the host transport is counted (scripts/collectives.py); DTensor, FSDP2, tensor parallelism
 and a compiled DDP model on a tpu device mesh match one process on CPU (scripts/parallel.py),
-at world sizes 1 and 2."""
+at world sizes 1 and 2; torch.distributed.pipelining's schedules match the whole model trained
+on CPU (scripts/pipeline.py)."""
 import json
 import os
 import socket
@@ -85,6 +86,16 @@ def test_four_ranks_in_one_process_run_on_the_device_transport(script):
     for rank, res in enumerate(_run_threads(script)):
         res.pop("backend", None)
         _assert_all_true(rank, res)
+
+
+@pytest.mark.parametrize("launch", ["processes", "threads"])
+def test_pipeline_parallel_schedules_match_the_whole_model(launch):
+    # PyTorch's own GPipe and 1F1B: stages exchange activations and gradients with
+    # batch_isend_irecv, both neighbours posting sends and receives at once.
+    res = _run_ranks("pipeline.py") if launch == "processes" else _run_threads("pipeline.py", n=4)
+    for rank, r in enumerate(res):
+        assert r["gpipe"] and r["1f1b"], (rank, r)
+        assert r["transport"] == ("host" if launch == "processes" else "device"), (rank, r)
 
 
 def test_ranks_in_one_process_can_choose_the_host_transport():
