@@ -3,16 +3,17 @@
 Bus bandwidth (nccl-tests' definition: all_reduce moves 2(n-1)/n of the buffer per rank,
 all_gather (n-1)/n of the output) of all_reduce and all_gather from 4 KiB to 64 MiB, timed as
 nccl-tests do (calls back to back, 32 MiB or 200 calls, then a device sync; the median of --reps
-such runs after a warm-up run; in the 2-process launch tpu and CPU tensors take turns, and host/gloo is the
-median of the runs' paired ratios), for each transport torch_pjrt has and gloo on CPU tensors:
-the device transport on 4 CPU-plugin devices in one process (ranks as threads), the host
-transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes; the same
-4 threads), and the device transport's program alone (one thread driving the 4 devices, no
-ranks meeting: what the transport costs without Python's threads); then DDP training steps/s of a small MLP at 1 and 2 processes and 4 ranks in one
-process; then a compiled step with functional collectives (4 layers of a row-parallel MLP, each
-ending in an all_reduce) on 4 ranks in one process, its collectives lowered into the graph's
-program against the same graph split around them (each collective run eagerly). The shared
-machine is noisy: compare the ratios, not the times.
+such runs after a warm-up run; in the 2-process launch tpu and CPU tensors take turns, and
+host/gloo is the median of the runs' paired ratios), for each transport torch_pjrt has and gloo
+on CPU tensors: the device transport on 4 CPU-plugin devices in one process (ranks as threads),
+the host transport on 2 processes on 127.0.0.1, and gloo on CPU tensors both ways (2 processes;
+the same 4 threads), and the device transport's program alone (one thread driving the 4
+devices, no ranks meeting: what the transport costs without Python's threads); then DDP
+training steps/s of a small MLP at 1 and 2 processes and 4 ranks in one process, and on CPU
+tensors with gloo at 1 and 2 processes; then a compiled step with functional collectives (4
+layers of a row-parallel MLP, each ending in an all_reduce) on 4 ranks in one process, its
+collectives lowered into the graph's program against the same graph split around them (each
+collective run eagerly). The shared machine is noisy: compare the ratios, not the times.
 
     python bench/collectives.py [--reps 15] [--max-mib 64]
 """
@@ -171,18 +172,19 @@ def _measure(rank, world, args, interleave=True):
             f(x).cpu()
             times.append(time.perf_counter() - t0)
         result["step_ms"] = statistics.median(times) * 1e3
-    else:  # ddp steps/s
+    else:  # ddp steps/s, on tpu ("ddp") or, the peer, on CPU with gloo ("ddp-cpu")
+        dev = "cpu" if args.mode == "ddp-cpu" else "tpu"
         gen = torch.Generator().manual_seed(0)
         net = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
         with torch.no_grad():
             for p in net.parameters():
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
-        model = net.to("tpu")
+        model = net.to(dev)
         if world > 1:
-            model = torch.nn.parallel.DistributedDataParallel(model)
+            model = torch.nn.parallel.DistributedDataParallel(model, process_group=cpu if dev == "cpu" else None)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        x = torch.randn(32, 256, generator=gen).to("tpu")
-        y = torch.randn(32, 256, generator=gen).to("tpu")
+        x = torch.randn(32, 256, generator=gen).to(dev)
+        y = torch.randn(32, 256, generator=gen).to(dev)
 
         def step():
             opt.zero_grad()
@@ -247,9 +249,12 @@ def main():
     one = _launch(1, common + ["--mode", "ddp"])
     two = _launch(2, common + ["--mode", "ddp"])
     four = _launch_threads(4, common + ["--mode", "ddp"])
+    one_cpu = _launch(1, common + ["--mode", "ddp-cpu"])
+    two_cpu = _launch(2, common + ["--mode", "ddp-cpu"])
     print(f"DDP MLP steps/s on tpu: 1 process {one['steps_per_s']:.1f}; 2 processes "
           f"({two['transport']} transport) {two['steps_per_s']:.1f}; 4 ranks in one process "
-          f"({four['transport']} transport) {four['steps_per_s']:.1f}")
+          f"({four['transport']} transport) {four['steps_per_s']:.1f}. On CPU tensors (gloo): "
+          f"1 process {one_cpu['steps_per_s']:.1f}; 2 processes {two_cpu['steps_per_s']:.1f}")
     lowered = _launch_threads(4, common + ["--mode", "funcol"])["step_ms"]
     split = _launch_threads(4, common + ["--mode", "funcol-split"])["step_ms"]
     print(f"compiled step with 4 functional all_reduces, 4 ranks in one process, ms (median): "
