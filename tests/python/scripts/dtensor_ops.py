@@ -1,0 +1,79 @@
+"""PyTorch's OpInfo database through DTensor on a tpu device mesh, ranks as threads of one process
+(python dtensor_ops.py --threads N; N CPU-plugin devices): each float32 op's first sample, its
+tensors distributed by PyTorch's own DTensorConverter (the sharding combinations its DTensor op
+tests use, up to MAX_COMBOS), the op run on the DTensors and full_tensor() compared with the op on
+CPU tensors. The same cases run on a CPU mesh with gloo in the same process, so a case DTensor
+itself gets wrong (no sharding strategy, a random op's draws) is told apart from one the tpu
+gets wrong. Prints {case: [tpu outcome, cpu outcome]}, "ok" or the error."""
+import json
+import os
+import sys
+
+import torch
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.distributed._tensor.common_dtensor import DTensorConverter
+from torch.utils._pytree import tree_flatten, tree_map
+
+import torch_pjrt
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools"))
+import compat  # noqa: E402 - values_comparable: the OpInfo's own word on random outputs
+
+MAX_COMBOS = 4
+
+
+def _cases():
+    """(name, op, args, kwargs, reference, compare values) for each op, made on this thread once:
+    the ranks share them (the global generator is the process's, so samples drawn on each rank's
+    thread would differ between ranks)."""
+    cases = []
+    for op in op_db:
+        if torch.float32 not in op.supported_dtypes("cpu"):
+            continue
+        torch.manual_seed(0)
+        try:
+            s = next(iter(op.sample_inputs("cpu", torch.float32, requires_grad=False)))
+            args = (s.input, *s.args)
+            ref = op.op(*tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, args),
+                        **s.kwargs)
+        except Exception:  # noqa: BLE001 - no CPU reference: not a case
+            continue
+        name = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+        cases.append((name, op, args, s.kwargs, ref, compat.values_comparable(op)))
+    return cases
+
+
+def _same(got, ref, values):
+    if values:
+        torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4, equal_nan=True, check_device=False)
+        return
+    g, r = tree_flatten(got)[0], tree_flatten(ref)[0]
+    assert [(t.shape, t.dtype) for t in g if isinstance(t, torch.Tensor)] == \
+        [(t.shape, t.dtype) for t in r if isinstance(t, torch.Tensor)], "shapes or dtypes differ"
+
+
+def run(rank, world, device, cases):
+    mesh = init_device_mesh(device, (world,))
+    out = {}
+    for name, op, args, kwargs, ref, values in cases:
+        for i, (d_args, d_kwargs) in enumerate(DTensorConverter(mesh, args, kwargs)):
+            if i >= MAX_COMBOS:
+                break
+            try:
+                got = tree_map(lambda t: t.full_tensor().cpu() if isinstance(t, DTensor) else t,
+                               op.op(*d_args, **d_kwargs))
+                _same(got, ref, values)
+                out[f"{name}/{i}"] = "ok"
+            except Exception as e:  # noqa: BLE001 - every rank takes the same path: recorded
+                out[f"{name}/{i}"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return out
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[2])
+    cases = _cases()
+    tpu = torch_pjrt.distributed.run_threads(run, n, args=(n, "tpu", cases))[0]
+    cpu = torch_pjrt.distributed.run_threads(run, n, args=(n, "cpu", cases), backend="gloo")[0]
+    print(json.dumps({k: [tpu[k], cpu.get(k, "missing")] for k in tpu}))
