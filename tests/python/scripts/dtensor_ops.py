@@ -1,10 +1,11 @@
 """PyTorch's OpInfo database through DTensor on a tpu device mesh, ranks as threads of one process
-(python dtensor_ops.py --threads N; N CPU-plugin devices): each float32 op's first sample, its
-tensors distributed by PyTorch's own DTensorConverter (the sharding combinations its DTensor op
-tests use, up to MAX_COMBOS), the op run on the DTensors and full_tensor() compared with the op on
-CPU tensors. The same cases run on a CPU mesh with gloo in the same process, so a case DTensor
-itself gets wrong (no sharding strategy, a random op's draws) is told apart from one the tpu
-gets wrong. Prints {case: [tpu outcome, cpu outcome]}, "ok" or the error."""
+(python dtensor_ops.py --threads N; N CPU-plugin devices) or as processes (RANK, WORLD_SIZE...
+set): each float32 op's first sample, its tensors distributed by PyTorch's own DTensorConverter
+(the sharding combinations its DTensor op tests use, up to MAX_COMBOS), the op run on the
+DTensors and full_tensor() compared with the op on CPU tensors. The same cases run on a CPU mesh
+with gloo in the same process, so a case DTensor itself gets wrong (no sharding strategy, a random
+op's draws) is told apart from one the tpu gets wrong. Prints {case: [tpu outcome, cpu outcome]},
+"ok" or the error."""
 import json
 import os
 import sys
@@ -72,8 +73,15 @@ def run(rank, world, device, cases):
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[2])
     cases = _cases()
-    tpu = torch_pjrt.distributed.run_threads(run, n, args=(n, "tpu", cases))[0]
-    cpu = torch_pjrt.distributed.run_threads(run, n, args=(n, "cpu", cases), backend="gloo")[0]
+    if sys.argv[1:2] == ["--threads"]:
+        n = int(sys.argv[2])
+        tpu = torch_pjrt.distributed.run_threads(run, n, args=(n, "tpu", cases))[0]
+        cpu = torch_pjrt.distributed.run_threads(run, n, args=(n, "cpu", cases), backend="gloo")[0]
+    else:  # one rank of a process launch (RANK, WORLD_SIZE, MASTER_ADDR/PORT set)
+        import torch.distributed as dist
+        rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        dist.init_process_group("cpu:gloo,tpu:pjrt", init_method="env://", rank=rank, world_size=n)
+        tpu, cpu = run(rank, n, "tpu", cases), run(rank, n, "cpu", cases)
+        dist.destroy_process_group()
     print(json.dumps({k: [tpu[k], cpu.get(k, "missing")] for k in tpu}))
