@@ -2,7 +2,7 @@
 (python dtensor_ops.py --threads N; N CPU-plugin devices) or as processes (RANK, WORLD_SIZE...
 set): each float32 op's first sample, its tensors distributed by PyTorch's own DTensorConverter
 (the sharding combinations its DTensor op tests use, up to MAX_COMBOS), the op run on the
-DTensors and full_tensor() compared with the op on CPU tensors. The same cases run on a CPU mesh
+DTensors, forward and backward, and full_tensor() compared with the op on CPU tensors. The same cases run on a CPU mesh
 with gloo in the same process, so a case DTensor itself gets wrong (no sharding strategy, a random
 op's draws) is told apart from one the tpu gets wrong. Prints {case: [tpu outcome, cpu outcome]},
 "ok" or the error."""
@@ -25,47 +25,67 @@ import compat  # noqa: E402 - values_comparable: the OpInfo's own word on random
 MAX_COMBOS = 4
 
 
+def _tensors(tree, grad=False):
+    return [t for t in tree_flatten(tree)[0]
+            if isinstance(t, torch.Tensor) and (t.requires_grad or not grad)]
+
+
+def _call(op, args, kwargs, kind):
+    """The op's outputs, or for kind "grad" the gradients of the sum of its outputs with respect
+    to its inputs that require them."""
+    out = op.op(*args, **kwargs)
+    if kind != "grad":
+        return out
+    loss = sum(o.sum() for o in _tensors(out, grad=True))
+    return list(torch.autograd.grad(loss, _tensors((args, kwargs), grad=True), allow_unused=True))
+
+
 def _cases():
-    """(name, op, args, kwargs, reference, compare values) for each op, made on this thread once:
-    the ranks share them (the global generator is the process's, so samples drawn on each rank's
+    """(name, op, args, kwargs, reference, kind) for each op: kind "values" (compared), "shapes"
+    (the OpInfo declares the output random or uninitialized: shapes and dtypes only) and, for ops
+    with autograd and comparable values, "grad" (the backward). Made on this thread once: the
+    ranks share them (the global generator is the process's, so samples drawn on each rank's
     thread would differ between ranks)."""
     cases = []
     for op in op_db:
         if torch.float32 not in op.supported_dtypes("cpu"):
             continue
-        torch.manual_seed(0)
-        try:
-            s = next(iter(op.sample_inputs("cpu", torch.float32, requires_grad=False)))
-            args = (s.input, *s.args)
-            ref = op.op(*tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, args),
-                        **s.kwargs)
-        except Exception:  # noqa: BLE001 - no CPU reference: not a case
-            continue
         name = f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
-        cases.append((name, op, args, s.kwargs, ref, compat.values_comparable(op)))
+        values = compat.values_comparable(op)
+        for kind in ("values" if values else "shapes", "grad"):
+            if kind == "grad" and not (values and op.supports_autograd):
+                continue
+            torch.manual_seed(0)
+            try:
+                s = next(iter(op.sample_inputs("cpu", torch.float32, requires_grad=kind == "grad")))
+                args = (s.input, *s.args)
+                ref = _call(op, tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
+                                         if isinstance(t, torch.Tensor) else t, args), s.kwargs, kind)
+            except Exception:  # noqa: BLE001 - no CPU reference: not a case
+                continue
+            cases.append((name + ("/grad" if kind == "grad" else ""), op, args, s.kwargs, ref, kind))
     return cases
 
 
-def _same(got, ref, values):
-    if values:
+def _same(got, ref, kind):
+    if kind != "shapes":
         torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4, equal_nan=True, check_device=False)
         return
-    g, r = tree_flatten(got)[0], tree_flatten(ref)[0]
-    assert [(t.shape, t.dtype) for t in g if isinstance(t, torch.Tensor)] == \
-        [(t.shape, t.dtype) for t in r if isinstance(t, torch.Tensor)], "shapes or dtypes differ"
+    assert [(t.shape, t.dtype) for t in _tensors(got)] == [(t.shape, t.dtype) for t in _tensors(ref)], \
+        "shapes or dtypes differ"
 
 
 def run(rank, world, device, cases):
     mesh = init_device_mesh(device, (world,))
     out = {}
-    for name, op, args, kwargs, ref, values in cases:
+    for name, op, args, kwargs, ref, kind in cases:
         for i, (d_args, d_kwargs) in enumerate(DTensorConverter(mesh, args, kwargs)):
             if i >= MAX_COMBOS:
                 break
             try:
                 got = tree_map(lambda t: t.full_tensor().cpu() if isinstance(t, DTensor) else t,
-                               op.op(*d_args, **d_kwargs))
-                _same(got, ref, values)
+                               _call(op, d_args, d_kwargs, kind))
+                _same(got, ref, kind)
                 out[f"{name}/{i}"] = "ok"
             except Exception as e:  # noqa: BLE001 - every rank takes the same path: recorded
                 out[f"{name}/{i}"] = f"{type(e).__name__}: {str(e)[:300]}"
