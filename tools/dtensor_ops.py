@@ -5,7 +5,10 @@ set): each float32 op's first sample, its tensors distributed by PyTorch's own D
 DTensors, forward and backward, and full_tensor() compared with the op on CPU tensors. The same cases run on a CPU mesh
 with gloo in the same process, so a case DTensor itself gets wrong (no sharding strategy, a random
 op's draws) is told apart from one the tpu gets wrong. Prints {case: [tpu outcome, cpu outcome]},
-"ok" or the error."""
+"ok" or the error.
+
+Not in make test yet: the --threads launch hangs now and then (seen once at 2 and once at 4
+threads in a full make test run, never in five runs alone); the cause is not yet found."""
 import json
 import os
 import sys
@@ -19,8 +22,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_pjrt
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools"))
-import compat  # noqa: E402 - values_comparable: the OpInfo's own word on random outputs
+import compat  # values_comparable: the OpInfo's own word on random outputs (a sibling in tools/)
 
 MAX_COMBOS = 4
 
