@@ -2,13 +2,15 @@
 (python dtensor_ops.py --threads N; N CPU-plugin devices) or as processes (RANK, WORLD_SIZE...
 set): each float32 op's first sample, its tensors distributed by PyTorch's own DTensorConverter
 (the sharding combinations its DTensor op tests use, up to MAX_COMBOS), the op run on the
-DTensors, forward and backward, and full_tensor() compared with the op on CPU tensors. The same cases run on a CPU mesh
-with gloo in the same process, so a case DTensor itself gets wrong (no sharding strategy, a random
-op's draws) is told apart from one the tpu gets wrong. Prints {case: [tpu outcome, cpu outcome]},
-"ok" or the error.
+DTensors, forward and backward, and full_tensor() compared with the op on CPU tensors. The same
+cases run on a CPU mesh with gloo in the same process, so a case DTensor itself gets wrong (no
+sharding strategy, a random op's draws) is told apart from one the tpu gets wrong. Prints
+{case: [tpu outcome, cpu outcome]}, "ok" or the error.
 
-Not in make test yet: the --threads launch hangs now and then (seen once at 2 and once at 4
-threads in a full make test run, never in five runs alone); the cause is not yet found."""
+Not in make test yet: the --threads launch hangs now and then (about 1 run in 30). A stack dump
+of one hang shows a deadlock of ours, not the sweep's: both rank threads in distribute_tensor, one
+inside the CPU -> tpu copy of an input both share (holding the GIL, blocked in the C layer), the
+other waiting for the GIL. Which C lock is not yet known."""
 import json
 import os
 import sys
