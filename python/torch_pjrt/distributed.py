@@ -852,7 +852,8 @@ def run_threads(fn, world_size=None, args=(), backend=None, timeout=datetime.tim
     |backend|, None: PyTorch's choice per device), and returns their results in rank order: many
     devices in one process, with collectives on the device transport. Each thread sees its own
     torch.distributed world (PyTorch's thread-local world, as its own multi-threaded tests use).
-    An exception in a rank stops the others' collectives and is raised here."""
+    An exception in a rank stops the others' collectives and is raised here. Ranks should not share
+    a leaf tensor that is a view: PyTorch's autograd can deadlock on one used by two threads."""
     from torch.testing._internal.distributed.multi_threaded_pg import (
         _install_threaded_pg, _uninstall_threaded_pg)
     n = world_size or torch.tpu.device_count()

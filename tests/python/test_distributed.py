@@ -184,3 +184,29 @@ def test_a_killed_rank_makes_the_other_raise():
     # (30 s), though rank 1 is not reaped until this test reads the survivor's output.
     assert survivor["raised"] and survivor["seconds"] < 10, survivor
     assert "rank 1 of the process group exited" in survivor["message"], survivor
+
+
+_SHARED_LEAF_VIEW = """
+import threading, time, torch
+x = torch.randn(64, 64)[1:].requires_grad_()  # a leaf that is a view
+stop = time.time() + 8
+def build():  # autograd's grad_accumulator: the tensor's autograd mutex, then the GIL
+    while time.time() < stop:
+        x * 2
+def read():   # Tensor.is_leaf: the GIL, then the view's autograd mutex
+    while time.time() < stop:
+        x.is_leaf
+threads = [threading.Thread(target=f) for f in (build, read)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("no deadlock")
+"""
+
+
+def test_pytorch_deadlocks_on_a_leaf_view_two_threads_share_so_rank_threads_copy_theirs():
+    # Why the DTensor sweep gives each rank thread its own copies, and why the README tells
+    # run_threads users to: PyTorch alone (CPU tensors, no tpu) deadlocks when two threads use one
+    # leaf tensor that is a view. When this fails PyTorch has fixed it: drop the caveat.
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([sys.executable, "-c", _SHARED_LEAF_VIEW], capture_output=True, timeout=25,
+                       env=child_env(TORCH_DEVICE_BACKEND_AUTOLOAD=0))
