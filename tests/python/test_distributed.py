@@ -88,6 +88,18 @@ def test_four_ranks_in_one_process_run_on_the_device_transport(script):
         _assert_all_true(rank, res)
 
 
+@pytest.mark.parametrize("launch", ["processes", "threads2", "threads4"])
+def test_opinfo_ops_on_dtensors_on_a_tpu_mesh_match_cpu_where_dtensor_does(launch):
+    # PyTorch's OpInfo samples, forward and backward, sharded by PyTorch's own DTensorConverter:
+    # every case DTensor gets right on a CPU mesh (gloo) is right on the tpu mesh too (the rest
+    # are DTensor's own: no sharding strategy, random draws).
+    res = _run_ranks("dtensor_ops.py")[0] if launch == "processes" else \
+        _run_threads("dtensor_ops.py", n=int(launch[-1]))
+    wrong = {k: tpu for k, (tpu, cpu) in res.items() if cpu == "ok" and tpu != "ok"}
+    assert not wrong, wrong
+    assert sum(tpu == "ok" for tpu, _ in res.values()) > 1000, len(res)
+
+
 @pytest.mark.parametrize("launch", ["processes", "threads"])
 def test_pipeline_parallel_schedules_match_the_whole_model(launch):
     # PyTorch's own GPipe and 1F1B: stages exchange activations and gradients with

@@ -7,10 +7,10 @@ cases run on a CPU mesh with gloo in the same process, so a case DTensor itself 
 sharding strategy, a random op's draws) is told apart from one the tpu gets wrong. Prints
 {case: [tpu outcome, cpu outcome]}, "ok" or the error.
 
-Not in make test yet: the --threads launch hangs now and then (about 1 run in 30). A stack dump
-of one hang shows a deadlock of ours, not the sweep's: both rank threads in distribute_tensor, one
-inside the CPU -> tpu copy of an input both share (holding the GIL, blocked in the C layer), the
-other waiting for the GIL. Which C lock is not yet known."""
+Each rank works on its own copies of the samples: rank threads sharing a leaf tensor that is a
+view deadlock in PyTorch 2.15's autograd, CPU tensors alone (its grad_accumulator holds the
+tensor's autograd mutex while it takes the GIL; Tensor.is_leaf holds the GIL while it takes that
+mutex). That was this sweep's occasional hang."""
 import json
 import os
 import sys
@@ -24,7 +24,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_pjrt
 
-import compat  # values_comparable: the OpInfo's own word on random outputs (a sibling in tools/)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools"))
+import compat  # noqa: E402 - values_comparable: the OpInfo's own word on random outputs
 
 MAX_COMBOS = 4
 
@@ -32,6 +33,12 @@ MAX_COMBOS = 4
 def _tensors(tree, grad=False):
     return [t for t in tree_flatten(tree)[0]
             if isinstance(t, torch.Tensor) and (t.requires_grad or not grad)]
+
+
+def _own(tree):
+    """Fresh leaf copies of the tensors in |tree|: a rank's own (see the module's note)."""
+    return tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
+                    if isinstance(t, torch.Tensor) else t, tree)
 
 
 def _call(op, args, kwargs, kind):
@@ -47,9 +54,9 @@ def _call(op, args, kwargs, kind):
 def _cases():
     """(name, op, args, kwargs, reference, kind) for each op: kind "values" (compared), "shapes"
     (the OpInfo declares the output random or uninitialized: shapes and dtypes only) and, for ops
-    with autograd and comparable values, "grad" (the backward). Made on this thread once: the
-    ranks share them (the global generator is the process's, so samples drawn on each rank's
-    thread would differ between ranks)."""
+    with autograd and comparable values, "grad" (the backward). Drawn once, on this thread (the
+    global generator is the process's: samples drawn on each rank's thread would differ between
+    ranks); each rank runs copies of its own."""
     cases = []
     for op in op_db:
         if torch.float32 not in op.supported_dtypes("cpu"):
@@ -63,8 +70,7 @@ def _cases():
             try:
                 s = next(iter(op.sample_inputs("cpu", torch.float32, requires_grad=kind == "grad")))
                 args = (s.input, *s.args)
-                ref = _call(op, tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad)
-                                         if isinstance(t, torch.Tensor) else t, args), s.kwargs, kind)
+                ref = _call(op, _own(args), s.kwargs, kind)
             except Exception:  # noqa: BLE001 - no CPU reference: not a case
                 continue
             cases.append((name + ("/grad" if kind == "grad" else ""), op, args, s.kwargs, ref, kind))
@@ -83,6 +89,7 @@ def run(rank, world, device, cases):
     mesh = init_device_mesh(device, (world,))
     out = {}
     for name, op, args, kwargs, ref, kind in cases:
+        args, kwargs, ref = _own((args, kwargs, ref))
         for i, (d_args, d_kwargs) in enumerate(DTensorConverter(mesh, args, kwargs)):
             if i >= MAX_COMBOS:
                 break
