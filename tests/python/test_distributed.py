@@ -5,7 +5,8 @@ ranks matches one process on the whole batch, object collectives and CPU groups 
 and the host transport is counted (scripts/collectives.py); DTensor, FSDP2, tensor parallelism
 and a compiled DDP model on a tpu device mesh match one process on CPU (scripts/parallel.py),
 at world sizes 1 and 2; torch.distributed.pipelining's schedules match the whole model trained
-on CPU (scripts/pipeline.py)."""
+on CPU (scripts/pipeline.py); PyTorch's OpInfo samples on DTensors match a CPU mesh wherever
+DTensor runs them right there (scripts/dtensor_ops.py)."""
 import json
 import os
 import socket
