@@ -30,12 +30,11 @@ int64_t element_span(const at::Tensor& t) {
 tp_view_t byte_span(const at::Tensor& t) {
   int64_t item = static_cast<int64_t>(t.itemsize());
   tp_view_t v{};
-  v.storage = storage_of(t);
+  v.storage = storage_of(t, &v.offset);
   v.dtype = TP_DTYPE_U8;
   v.ndim = 1;
   v.sizes[0] = element_span(t) * item;
   v.strides[0] = 1;
-  v.offset = t.storage_offset() * item;
   return v;
 }
 

@@ -71,22 +71,58 @@ c10::ScalarType from_tp(tp_dtype_t t) {
   return map[t];
 }
 
-tp_storage_t* storage_of(const at::Tensor& t) {
-  return static_cast<tp_storage_t*>(t.storage().data_ptr().get_context());
+// Live storages by the start of their address range. A tensor that PyTorch wraps around a tpu
+// address itself (at::from_blob: the legacy serializer writing a storage, which pickle uses)
+// holds a DataPtr without our context, and is resolved through this map to the storage whose
+// range holds the address.
+namespace {
+std::mutex g_live_lock;
+std::map<uintptr_t, tp_storage_t*> g_live;
+
+void note_live(tp_storage_t* s, bool live) {
+  auto start = reinterpret_cast<uintptr_t>(tp_storage_addr(s));
+  if (!start) return;
+  std::lock_guard<std::mutex> g(g_live_lock);
+  if (live)
+    g_live[start] = s;
+  else
+    g_live.erase(start);
+}
+
+tp_storage_t* live_storage_at(const void* p, int64_t* out_shift) {
+  auto a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> g(g_live_lock);
+  auto it = g_live.upper_bound(a);
+  if (it == g_live.begin()) return nullptr;
+  --it;
+  if (a - it->first >= tp_storage_nbytes(it->second)) return nullptr;
+  *out_shift = static_cast<int64_t>(a - it->first);
+  return it->second;
+}
+}  // namespace
+
+tp_storage_t* storage_of(const at::Tensor& t, int64_t* out_byte_offset) {
+  const c10::Storage& st = t.storage();
+  int64_t shift = 0;
+  auto* s = static_cast<tp_storage_t*>(st.data_ptr().get_context());
+  if (!s && st.data() && t.is_privateuseone()) s = live_storage_at(st.data(), &shift);
+  if (out_byte_offset) *out_byte_offset = shift + t.storage_offset() * static_cast<int64_t>(t.itemsize());
+  return s;
 }
 
 bool make_view(const at::Tensor& t, tp_view_t* v) {
   tp_dtype_t dt = to_tp(t.scalar_type());
   if (dt == TP_DTYPE_INVALID || t.dim() > TP_MAX_DIMS) return false;
-  v->storage = storage_of(t);
-  if (!v->storage) return false;
+  int64_t byte_offset = 0;
+  v->storage = storage_of(t, &byte_offset);
+  if (!v->storage || byte_offset % static_cast<int64_t>(t.itemsize())) return false;
   v->dtype = dt;
   v->ndim = static_cast<int>(t.dim());
   for (int i = 0; i < v->ndim; i++) {
     v->sizes[i] = t.size(i);
     v->strides[i] = t.stride(i);
   }
-  v->offset = t.storage_offset();
+  v->offset = byte_offset / static_cast<int64_t>(t.itemsize());
   return true;
 }
 
@@ -129,6 +165,7 @@ void release_storage(void* ctx) {
     c->frees++;
     c->freed_bytes += static_cast<int64_t>(tp_storage_nbytes(s));
   }
+  note_live(s, false);
   tp_storage_release(s);
 }
 
@@ -144,6 +181,7 @@ struct TpuAllocator final : c10::DeviceAllocator {
       c->allocations++;
       c->allocated_bytes += static_cast<int64_t>(nbytes);
     }
+    note_live(s, true);
     return {tp_storage_addr(s), s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }

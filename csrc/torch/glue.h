@@ -48,8 +48,10 @@ void resize_storage(const c10::Storage& storage, size_t nbytes);
 
 tp_dtype_t to_tp(c10::ScalarType t);  // TP_DTYPE_INVALID when the core has no such type
 c10::ScalarType from_tp(tp_dtype_t t);
-// The storage record behind a tpu tensor (borrowed, valid while the tensor's storage lives).
-tp_storage_t* storage_of(const at::Tensor& t);
+// The storage record behind a tpu tensor (borrowed, valid while the tensor's storage lives),
+// also for a tensor PyTorch made around a tpu address (from_blob); |out_byte_offset|, if given,
+// is where the tensor's first element lies in the record, in bytes. NULL for no tpu storage.
+tp_storage_t* storage_of(const at::Tensor& t, int64_t* out_byte_offset = nullptr);
 // Fills |v| from a tpu tensor; false when the tensor cannot be described (dtype, rank).
 bool make_view(const at::Tensor& t, tp_view_t* v);
 tp_view_t view_or_throw(const at::Tensor& t, const char* what);

@@ -1,5 +1,5 @@
-"""Libraries that pick their device from a fixed list: Hugging Face Accelerate, and PyTorch's
-own FlexAttention.
+"""Libraries that pick their device from a fixed list: Hugging Face Accelerate, PyTorch's own
+FlexAttention and torch.multiprocessing, and PyTorch Lightning (_lightning.py).
 
 Accelerate's PartialState.default_device checks MPS, MLU, SDAA, MUSA, NPU, HPU, CUDA, XPU and
 Neuron by name and otherwise answers "cpu", so Accelerator() and the Trainer (which trains on
@@ -15,6 +15,15 @@ runs (its _validate_device: "TODO: Remove once non cuda/cpu devices support is a
 it runs on tpu is ordinary: eagerly, the higher-order op's reference implementation in ATen ops;
 compiled (TorchTitan wraps it in torch.compile), a graph this backend compiles like any other.
 The check learns to let tpu tensors through; every other device gets PyTorch's answer.
+
+torch.multiprocessing's pickler (its queues, Pool, spawn arguments) shares a CPU storage through
+shared memory and a CUDA one through an IPC handle; any other device's storage reached its CPU
+path and failed in the queue's feeder thread ("_share_fd_: only available on CPU"), so the
+receiver waited forever. A PJRT buffer cannot be mapped into another process (XLA's CPU plugin
+has one client per process; TPU and GPU plugins hand out no IPC handles), so a tpu storage
+travels by value: its bytes go as a CPU storage (itself shared through shared memory) and the
+receiver copies them onto its own tpu device of the same index. In-place changes on one side
+are not seen by the other, as with pickle.
 """
 import importlib.abc
 import importlib.util
@@ -38,6 +47,27 @@ def _teach_accelerate(state):
     default_device._tpu_aware = True
     default_device.__doc__ = plain.__doc__
     cls.default_device = property(default_device)
+
+
+def _rebuild_storage_on(host, device):
+    return torch.UntypedStorage(host.nbytes(), device=device).copy_(host)
+
+
+def _teach_multiprocessing(reductions):
+    plain = reductions.reduce_storage
+    if getattr(plain, "_tpu_aware", False):
+        return
+
+    def reduce_storage(storage):
+        if storage.device.type == "tpu":
+            return (_rebuild_storage_on, (storage.cpu(), str(storage.device)))
+        return plain(storage)
+
+    reduce_storage._tpu_aware = True
+    reductions.reduce_storage = reduce_storage
+    for t in torch._storage_classes:
+        if t.__name__ == "UntypedStorage":
+            reductions.reduction.register(t, reduce_storage)
 
 
 def _teach_flex_attention(flex):
@@ -81,6 +111,7 @@ class _OnImport(importlib.abc.MetaPathFinder):
 
 def install():
     hooks = {"accelerate.state": _teach_accelerate,
+             "torch.multiprocessing.reductions": _teach_multiprocessing,
              "torch.nn.attention.flex_attention": _teach_flex_attention}
     for name, hook in list(hooks.items()):
         if name in sys.modules:  # already imported: teach it now
