@@ -913,9 +913,29 @@ def _no_wrapper_for_pjrt(create_wrapper):
     return create
 
 
+def _named_backend(get_backend):
+    """get_backend() of a group made by init_process_group() with no backend says "undefined":
+    PyTorch resolves such a group to the current accelerator's backend (pjrt here, nccl on
+    CUDA) but records the name it was given. Code that branches on the name (DDP helpers,
+    Lightning, torch.distributed.nn) then takes no backend's path. Such a group answers the one
+    backend it resolved to; a group with several ("cpu:gloo,tpu:pjrt") keeps PyTorch's answer."""
+    def named(group=None):
+        name = get_backend(group)
+        if name == dist.Backend.UNDEFINED:
+            c10d = dist.distributed_c10d
+            config = c10d._world.pg_backend_config.get(group or c10d._get_default_group(), "")
+            names = {pair.split(":", 1)[1] for pair in config.split(",") if ":" in pair}
+            if len(names) == 1:
+                return dist.Backend(names.pop())
+        return name
+    named.__doc__, named.__wrapped__ = get_backend.__doc__, get_backend
+    return named
+
+
 def register():
     """Registers the backend once (torch_pjrt's import does it where torch.distributed is built)."""
     if dist.is_available() and not hasattr(dist.Backend, NAME.upper()):
         dist.Backend.register_backend(NAME, _create, devices=["tpu"])
         c10d = dist.distributed_c10d
         c10d._create_process_group_wrapper = _no_wrapper_for_pjrt(c10d._create_process_group_wrapper)
+        c10d.get_backend = dist.get_backend = _named_backend(c10d.get_backend)

@@ -18,7 +18,10 @@ def main(rank, world, transport):
     """The checks on this rank, the default process group initialized; |transport| is the one
     the default group must use."""
     cpu_group = dist.new_group(backend="gloo")
-    results = {"backend": dist.get_backend_config()}
+    results = {"backend": dist.get_backend_config(),
+               # what code that branches on the name reads (nccl under CUDA): pjrt, for a group
+               # made with no backend too; a mixed group keeps its own name
+               "get_backend named": dist.get_backend() == (os.environ.get("BACKEND") or "pjrt")}
 
     def data(*shape, seed=0):
         g = torch.Generator().manual_seed(seed * 100 + rank)
