@@ -31,6 +31,8 @@ import sys
 
 import torch
 
+from . import _lightning
+
 
 def _teach_accelerate(state):
     cls = state.PartialState
@@ -112,7 +114,8 @@ class _OnImport(importlib.abc.MetaPathFinder):
 def install():
     hooks = {"accelerate.state": _teach_accelerate,
              "torch.multiprocessing.reductions": _teach_multiprocessing,
-             "torch.nn.attention.flex_attention": _teach_flex_attention}
+             "torch.nn.attention.flex_attention": _teach_flex_attention,
+             **_lightning.hooks()}
     for name, hook in list(hooks.items()):
         if name in sys.modules:  # already imported: teach it now
             hook(sys.modules[name])

@@ -1,0 +1,58 @@
+"""PyTorch Lightning's Trainer on tpu through its own entry points: accelerator="auto" and "tpu",
+both namespaces (lightning.pytorch and pytorch_lightning), bf16-mixed, and 2 devices with DDP
+over the pjrt process group; each run against the same run with accelerator="cpu"."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("lightning", reason="lightning is a pinned test dependency (requirements.txt)")
+pytest.importorskip("pytorch_lightning", reason="a pinned test dependency (requirements.txt)")
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "lightning_fit.py")
+
+
+def _fit(tmp_path, ns, accelerator, devices, precision, cpu_devices=1):
+    out = str(tmp_path / f"{ns}-{accelerator}-{devices}-{precision}.json")
+    env = {**os.environ, "TORCH_PJRT_CPU_DEVICES": str(cpu_devices), "PYTHONHASHSEED": "0"}
+    env.pop("TORCH_PJRT_STRICT", None)
+    r = subprocess.run([sys.executable, SCRIPT, ns, accelerator, str(devices), precision, out],
+                       capture_output=True, text=True, timeout=400, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    return json.load(open(out)), r.stdout + r.stderr
+
+
+def _assert_close(tpu, cpu, tol):
+    assert len(tpu["losses"]) == len(cpu["losses"]) > 0
+    for a, b in zip(tpu["losses"], cpu["losses"]):
+        assert abs(a - b) <= tol * max(1.0, abs(b)), (tpu["losses"], cpu["losses"])
+    for k, w in cpu["weights"].items():
+        for a, b in zip(tpu["weights"][k], w):
+            assert abs(a - b) <= tol * max(1.0, abs(b)), k
+
+
+@pytest.mark.parametrize("ns,accelerator,precision,tol", [
+    ("lightning.pytorch", "auto", "32-true", 1e-4),
+    ("pytorch_lightning", "tpu", "32-true", 1e-4),
+    ("lightning.pytorch", "tpu", "bf16-mixed", 3e-2),
+])
+def test_trainer_fits_on_tpu_like_cpu(tmp_path, ns, accelerator, precision, tol):
+    tpu, log = _fit(tmp_path, ns, accelerator, 1, precision)
+    assert (tpu["accelerator"], tpu["strategy"], tpu["device"]) == (
+        "TPUAccelerator", "SingleDeviceStrategy", "tpu:0"), tpu
+    assert "TPU available: True, using: 1 TPU cores" in log
+    assert tpu["checkpoint_on_cpu"]
+    cpu, _ = _fit(tmp_path, ns, "cpu", 1, precision)
+    _assert_close(tpu, cpu, tol)
+
+
+def test_trainer_ddp_on_two_tpu_devices_like_two_cpu_processes(tmp_path):
+    tpu, log = _fit(tmp_path, "lightning.pytorch", "tpu", 2, "32-true", cpu_devices=2)
+    assert (tpu["accelerator"], tpu["strategy"], tpu["world_size"]) == (
+        "TPUAccelerator", "DDPStrategy", 2), tpu
+    assert tpu["checkpoint_on_cpu"]
+    cpu, _ = _fit(tmp_path, "lightning.pytorch", "cpu", 2, "32-true")
+    assert cpu["strategy"] == "DDPStrategy"
+    _assert_close(tpu, cpu, 1e-4)
