@@ -636,17 +636,22 @@ void tp_emit_threshold_backward(const tp_op_def_t *op, tp_hlo_builder_t *b,
 
 tp_status_t *tp_infer_shift(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                             int *n_out) {
-  TP_RETURN_IF_ERROR(tp_infer_like_self(op, args, n_args, out, n_out));
-  const tp_meta_t *x = &args[0].meta;
-  if (!tp_arg_is_tensor(args, n_args, 1) && !(n_args > 1 && args[1].kind == TP_ARG_SCALAR))
-    return tp_make_status(TP_UNIMPLEMENTED, "%s: arguments", op->name);
+  /* Either operand may be a number (x >> 2, and the Scalar_Tensor forms: 64 >> t), not both. */
+  if (n_args < 2 || (!tp_arg_is_tensor(args, n_args, 0) && !tp_arg_is_tensor(args, n_args, 1)))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: expected a tensor and a tensor or number",
+                          op->name);
+  for (int i = 0; i < 2; i++)
+    if (!tp_arg_is_tensor(args, n_args, i) && args[i].kind != TP_ARG_SCALAR)
+      return tp_make_status(TP_UNIMPLEMENTED, "%s: arguments", op->name);
   tp_dtype_t dt = tp_result_type(args, 2);
   if (!tp_dtype_is_int(dt)) return tp_make_status(TP_UNIMPLEMENTED, "%s: dtype", op->name);
-  if (args[1].kind == TP_ARG_SCALAR) {
-    args[1].scalar_dtype = dt;
-    out[0] = *x;
+  *n_out = 1;
+  if (args[0].kind == TP_ARG_SCALAR || args[1].kind == TP_ARG_SCALAR) {
+    int t = args[0].kind == TP_ARG_SCALAR;
+    args[1 - t].scalar_dtype = dt;
+    out[0] = args[t].meta;
   } else {
-    TP_RETURN_IF_ERROR(tp_broadcast_shapes(x, &args[1].meta, &out[0]));
+    TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &args[1].meta, &out[0]));
   }
   out[0].dtype = dt;
   out[0].writes_arg = 0;

@@ -8,7 +8,8 @@ any op. A few such ops torch._decomp lacks are decomposed here: mm/bmm with an o
 PyTorch's _convolution routes a non-CPU backend to, whose CPU entries are error stubs: they are
 the convolution ops the op table lowers (or the fallback runs on CPU). The memory-efficient
 attention kernel and its backward, which scaled_dot_product_attention picks on tpu as on CUDA
-(csrc/torch/sdpa.cpp), are the math path's computation. Every other op without a CPU kernel
+(csrc/torch/sdpa.cpp), are the math path's computation, and so is PyTorch's fused-attention
+entry for out-of-tree devices (_scaled_dot_product_fused_attention_overrideable). Every other op without a CPU kernel
 raises NotImplementedError saying so (in the glue's fallback).
 
 Three fused kernels that do have CPU kernels are decomposed here too, because the CPU fallback
@@ -162,6 +163,28 @@ def _efficient_attention_backward(grad_out, query, key, value, attn_bias, out, l
             _heads_last(grad_v.to(value.dtype)), grad_bias)
 
 
+def _fused_attention_overrideable(query, key, value, attn_bias=None, dropout_p=0.0,
+                                  is_causal=False, return_debug_mask=False, *, scale=None):
+    """PyTorch's fused-attention entry for an out-of-tree device (what SDPA runs when a device's
+    kernel choice answers 'overrideable'; called directly by code written for such devices):
+    the kernel above, in flash attention's result form: the log-sum-exp unpadded, no cumulative
+    sequence lengths (dense batches), the longest query and key lengths, no debug mask."""
+    out, lse, seed, offset = _efficient_attention(query, key, value, attn_bias, True, dropout_p,
+                                                  is_causal, scale=scale)
+    none = query.new_empty((0,), dtype=torch.int32)
+    return (out, lse[..., :query.shape[2]], none, none.clone(), query.shape[2], key.shape[2],
+            seed, offset, query.new_empty((0,)))
+
+
+def _fused_attention_overrideable_backward(grad_out, query, key, value, attn_bias,
+                                           grad_input_mask, out, logsumexp, cum_seq_q, cum_seq_k,
+                                           max_q, max_k, dropout_p, is_causal, philox_seed,
+                                           philox_offset, *, scale=None):
+    return _efficient_attention_backward(grad_out, query, key, value, attn_bias, out, logsumexp,
+                                         philox_seed, philox_offset, dropout_p, grad_input_mask,
+                                         is_causal, scale=scale)
+
+
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                  proj_weight, proj_bias, mask=None, need_weights=True,
                                  average_attn_weights=True, mask_type=None):
@@ -228,6 +251,10 @@ def _own_decompositions():
             aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
             aten._scaled_dot_product_efficient_attention_backward.default:
                 _efficient_attention_backward,
+            aten._scaled_dot_product_fused_attention_overrideable.default:
+                _fused_attention_overrideable,
+            aten._scaled_dot_product_fused_attention_overrideable_backward.default:
+                _fused_attention_overrideable_backward,
             aten._native_multi_head_attention.default: _native_multi_head_attention,
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 
