@@ -731,6 +731,10 @@ tp_hlo_value_t tp_hlo_gather_1d(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_va
   if (!live(b, &x) || !live(b, &indices)) return bad_value();
   if (!check(b, x.ndim == 1 && tp_dtype_is_int(indices.dtype), "gather_1d needs 1-D x"))
     return bad_value();
+  /* An empty operand has no slice to take (XLA rejects the gather): the result, empty whenever
+   * the indices are in range, is zeros of its shape. */
+  if (x.dims[0] == 0)
+    return tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), indices.ndim, indices.dims);
   tp_hlo_value_t v = new_value(b, x.dtype, indices.ndim, indices.dims);
   EMIT("    %%v%d = \"stablehlo.gather\"(%%v%d, %%v%d) {dimension_numbers = "
        "#stablehlo.gather<collapsed_slice_dims = [0], start_index_map = [0], "

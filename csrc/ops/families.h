@@ -343,6 +343,8 @@ TP_DECLARE_OP(tp_infer_complex, tp_emit_complex)
 TP_DECLARE_OP(tp_infer_fft, tp_emit_fft)
 /* histc.c */
 TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
+/* nms.c */
+TP_DECLARE_OP(tp_infer_nms, tp_emit_nms)
 /* triangular.c */
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 TP_DECLARE_OP(tp_infer_band, tp_emit_band)

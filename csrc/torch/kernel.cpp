@@ -661,10 +661,18 @@ struct TableKernel final : c10::OperatorKernel {
 };
 
 
+// A row of another library's operator ("torchvision::nms"): its name within that library, else
+// nullptr. Such rows register under their library, whose own kernels (CPU, autograd) stay.
+const char* in_library(const tp_op_def_t& d, const char* lib) {
+  size_t n = strlen(lib);
+  return strncmp(d.name, lib, n) == 0 && strncmp(d.name + n, "::", 2) == 0 ? d.name + n + 2 : nullptr;
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (int i = 0; i < tp_op_count; i++) {
     const tp_op_def_t& d = tp_op_table[i];
     if (d.flags & TP_OPF_GRAPH) continue;  // views and factories: PyTorch's own kernels
+    if (strstr(d.name, "::")) continue;    // another library's operator (below)
     if (!is_composite_implicit(d.name))
       m.impl(d.name, torch::CppFunction::makeFromBoxedFunctor(
                          std::make_unique<TableKernel>(i, TP_VARIANT_FUNCTIONAL)));
@@ -678,6 +686,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : kCompositesOnCpu)
     if (tp_op_lookup(name, nullptr) < 0)  // unless the table lowers it
       m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());
+}
+
+// torchvision's operators, defined when torchvision loads its library (an implementation may be
+// registered before its definition); nothing happens where torchvision is not installed.
+TORCH_LIBRARY_IMPL(torchvision, PrivateUse1, m) {
+  for (int i = 0; i < tp_op_count; i++)
+    if (const char* name = in_library(tp_op_table[i], "torchvision"))
+      m.impl(name, torch::CppFunction::makeFromBoxedFunctor(
+                       std::make_unique<TableKernel>(i, TP_VARIANT_FUNCTIONAL)));
 }
 
 // torch.autocast("tpu"): PyTorch's own op policy lists (the ones CUDA uses): matmuls and

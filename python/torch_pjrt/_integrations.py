@@ -1,5 +1,6 @@
 """Libraries that pick their device from a fixed list: Hugging Face Accelerate, PyTorch's own
-FlexAttention and torch.multiprocessing, and PyTorch Lightning (_lightning.py).
+FlexAttention and torch.multiprocessing, PyTorch Lightning (_lightning.py); and torchvision,
+whose detection operators get tpu kernels when it loads them (_torchvision.py).
 
 Accelerate's PartialState.default_device checks MPS, MLU, SDAA, MUSA, NPU, HPU, CUDA, XPU and
 Neuron by name and otherwise answers "cpu", so Accelerator() and the Trainer (which trains on
@@ -31,7 +32,7 @@ import sys
 
 import torch
 
-from . import _lightning
+from . import _lightning, _torchvision
 
 
 def _teach_accelerate(state):
@@ -115,6 +116,7 @@ def install():
     hooks = {"accelerate.state": _teach_accelerate,
              "torch.multiprocessing.reductions": _teach_multiprocessing,
              "torch.nn.attention.flex_attention": _teach_flex_attention,
+             "torchvision.extension": _torchvision.register,
              **_lightning.hooks()}
     for name, hook in list(hooks.items()):
         if name in sys.modules:  # already imported: teach it now

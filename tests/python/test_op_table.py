@@ -9,11 +9,15 @@ from tpu_helpers import F32, F64, assert_same, fallbacks, make, to_dev
 
 
 def test_every_native_op_is_a_registered_aten_op():
+    import torchvision  # noqa: F401  defines the torchvision:: operators the table lowers
     names = torch_pjrt.native_ops()
     assert len(names) == len(set(names))
+
+    def qualified(n):  # "add.Tensor" -> "aten::add.Tensor"; other libraries' rows are qualified
+        return n if "::" in n else "aten::" + n
+
     def has(n, key):
-        return torch._C._dispatch_has_kernel_for_dispatch_key(
-            "aten::" + n.split(".")[0] + ("." + n.split(".")[1] if "." in n else ""), key)
+        return torch._C._dispatch_has_kernel_for_dispatch_key(qualified(n), key)
 
     # Composite ops without an autograd kernel get no tpu kernel (it would hide the composite
     # from autograd): they decompose.
@@ -25,8 +29,9 @@ def test_every_native_op_is_a_registered_aten_op():
     hiding = [n for n in names if has(n, "PrivateUse1") and composite(n)]
     assert not hiding, f"tpu kernels that hide a composite from autograd: {hiding}"
     for n in names:
-        base, _, overload = n.partition(".")
-        packet = getattr(torch.ops.aten, base)
+        lib, _, name = qualified(n).partition("::")
+        base, _, overload = name.partition(".")
+        packet = getattr(getattr(torch.ops, lib), base)
         assert (overload or "default") in packet.overloads(), n
 
 
