@@ -6,7 +6,17 @@
 #include <ATen/autocast_mode.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_coalesced_native.h>
+#include <ATen/ops/_indices_native.h>
+#include <ATen/ops/_nnz_native.h>
+#include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_to_copy_native.h>
+#include <ATen/ops/_values_native.h>
+#include <ATen/ops/dense_dim_native.h>
+#include <ATen/ops/indices_native.h>
+#include <ATen/ops/is_coalesced_native.h>
+#include <ATen/ops/sparse_dim_native.h>
+#include <ATen/ops/values_native.h>
 #include <ATen/ops/clone_native.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty_like_native.h>
@@ -67,11 +77,18 @@ void note_fallback(const std::string& name) {
                "torch_pjrt.fallback_report())");
 }
 
-// Sparse layouts have no tpu storage: any op that reaches a sparse tpu tensor, or would make one
-// (copying a CPU fallback's sparse result back), ends here with one clear error.
-void sparse_unsupported(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: sparse layouts are not supported on the tpu device ('",
-                              op_name(op), "' with a sparse tpu tensor); keep sparse tensors on CPU");
+// A sparse COO tpu tensor is PyTorch's own SparseTensorImpl over dense tpu tensors (its indices
+// and values): made and taken apart by PyTorch's device-generic kernels, below. Every other op on
+// one runs on CPU (the tensors copied there and the results back), counted as a fallback and
+// refused in strict mode like any other; compressed layouts (CSR, ...) too.
+void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_fallback(op_name(op) + " (sparse)");
+  at::native::cpu_fallback(op, stack, false, c10::DispatchKey::SparseCPU);
+}
+
+void sparse_csr_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  note_fallback(op_name(op) + " (sparse)");
+  at::native::cpu_fallback(op, stack, false, c10::DispatchKey::SparseCsrCPU);
 }
 
 // Composite kernels that cannot run for tpu tensors, registered to the CPU fallback directly:
@@ -739,12 +756,26 @@ TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&nested_fallback>());
 }
 
+TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("_sparse_coo_tensor_with_dims_and_tensors",
+         TORCH_FN(at::native::new_with_dims_and_tensor_sparse_symint));
+  m.impl("_indices", TORCH_FN(at::native::_indices_sparse));
+  m.impl("_values", TORCH_FN(at::native::_values_sparse));
+  m.impl("indices", TORCH_FN(at::native::indices_sparse));
+  m.impl("values", TORCH_FN(at::native::values_sparse));
+  m.impl("_nnz", TORCH_FN(at::native::_nnz_sparse));
+  m.impl("sparse_dim", TORCH_FN(at::native::sparse_dim_sparse));
+  m.impl("dense_dim", TORCH_FN(at::native::dense_dim_sparse));
+  m.impl("is_coalesced", TORCH_FN(at::native::is_coalesced_sparse));
+  m.impl("_coalesced_", TORCH_FN(at::native::_coalesced_sparse_));
+}
+
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_unsupported>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_unsupported>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_csr_fallback>());
 }
 
 }  // namespace tp_glue

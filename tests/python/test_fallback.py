@@ -199,9 +199,23 @@ def test_complex32_conversion_on_device_is_a_counted_fallback(fresh_stats, quiet
             c.to(DEVICE).to(torch.chalf)
 
 
-def test_sparse_tpu_tensors_raise_a_clear_error(quiet_fallbacks):
-    with pytest.raises(NotImplementedError, match="sparse layouts are not supported on the tpu device"):
-        make((3, 4), torch.float32).to(DEVICE).to_sparse()
+def test_sparse_tpu_tensors_run_on_cpu_visibly(fresh_stats, quiet_fallbacks):
+    # A sparse COO tpu tensor holds tpu indices and values; its ops run on CPU, counted (a
+    # third-party conformance suite found torch.sparse.mm raising where CPU computes).
+    dense = make((4, 5), torch.float32)
+    dense[dense.abs() < 0.8] = 0
+    sp, rhs = dense.to_sparse(), make((5, 3), torch.float32, seed=1)
+    tsp = sp.to(DEVICE)
+    assert tsp.layout == torch.sparse_coo and tsp.device.type == "tpu"
+    assert tsp._values().device.type == "tpu" and tsp._nnz() == sp._nnz()
+    assert_same(torch.sparse.mm(tsp, rhs.to(DEVICE)), torch.sparse.mm(sp, rhs))
+    assert_same((tsp + tsp).to_dense(), (sp + sp).to_dense())
+    made = torch.sparse_coo_tensor(sp._indices().to(DEVICE), sp._values().to(DEVICE), sp.shape)
+    assert torch.equal(made.cpu().to_dense(), dense)
+    assert torch.equal(dense.to(DEVICE).to_sparse().cpu().to_dense(), dense)
+    assert any(k.endswith("(sparse)") for k in fallbacks()), fallbacks()
+    with torch_pjrt.strict(), pytest.raises(RuntimeError, match="strict"):
+        torch.sparse.mm(tsp, rhs.to(DEVICE))
 
 
 # ---------------------------------------------------------------- kernels the fallback must steer
