@@ -12,6 +12,10 @@
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors_native.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <ATen/ops/_values_native.h>
+#include <ATen/ops/ccol_indices_native.h>
+#include <ATen/ops/col_indices_native.h>
+#include <ATen/ops/crow_indices_native.h>
+#include <ATen/ops/row_indices_native.h>
 #include <ATen/ops/dense_dim_native.h>
 #include <ATen/ops/indices_native.h>
 #include <ATen/ops/is_coalesced_native.h>
@@ -80,7 +84,7 @@ void note_fallback(const std::string& name) {
 // A sparse COO tpu tensor is PyTorch's own SparseTensorImpl over dense tpu tensors (its indices
 // and values): made and taken apart by PyTorch's device-generic kernels, below. Every other op on
 // one runs on CPU (the tensors copied there and the results back), counted as a fallback and
-// refused in strict mode like any other; compressed layouts (CSR, ...) too.
+// refused in strict mode like any other.
 void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   note_fallback(op_name(op) + " (sparse)");
   at::native::cpu_fallback(op, stack, false, c10::DispatchKey::SparseCPU);
@@ -768,6 +772,18 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("dense_dim", TORCH_FN(at::native::dense_dim_sparse));
   m.impl("is_coalesced", TORCH_FN(at::native::is_coalesced_sparse));
   m.impl("_coalesced_", TORCH_FN(at::native::_coalesced_sparse_));
+}
+
+// Compressed layouts (CSR, CSC, BSR, BSC) likewise: PyTorch's SparseCsrTensorImpl over tpu tensors.
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  m.impl("crow_indices", TORCH_FN(at::native::crow_indices_sparse_csr));
+  m.impl("col_indices", TORCH_FN(at::native::col_indices_sparse_csr));
+  m.impl("ccol_indices", TORCH_FN(at::native::ccol_indices_sparse_csr));
+  m.impl("row_indices", TORCH_FN(at::native::row_indices_sparse_csr));
+  m.impl("values", TORCH_FN(at::native::values_sparse_csr));
+  m.impl("_nnz", TORCH_FN(at::native::_nnz_sparse_csr));
+  m.impl("sparse_dim", TORCH_FN(at::native::sparse_dim_sparse_csr));
+  m.impl("dense_dim", TORCH_FN(at::native::dense_dim_sparse_csr));
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {

@@ -16,7 +16,10 @@ Three fused kernels that do have CPU kernels are decomposed here too, because th
 would run a whole layer on the host: the eval fast paths of nn.TransformerEncoderLayer
 (`_transformer_encoder_layer_fwd`) and nn.MultiheadAttention (`_native_multi_head_attention`),
 and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
-device runs (linear, layer_norm, softmax, bmm). `decomposed_ops()` lists what was registered.
+device runs (linear, layer_norm, softmax, bmm). So are a few ops whose CPU kernels the fallback
+would run (the smooth_l1 and huber losses, bicubic interpolation): their torch._decomp
+decompositions are their tpu kernels at the autograd key, so autograd differentiates through
+native ops. `decomposed_ops()` lists what was registered.
 """
 import math
 
@@ -259,6 +262,29 @@ def _own_decompositions():
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 
 
+# Ops with a CPU kernel whose torch._decomp decomposition runs in native ops: registered as their
+# tpu kernel at the autograd key, so the forward is the decomposition and autograd differentiates
+# through its ops (their own backward kernels would otherwise fall back). Only those that equal
+# CPU on the OpInfo sweep's clean and NaN/inf samples (COMPAT.md): grid_sampler_2d's and
+# multi_margin_loss's decompositions propagate NaN where CPU's kernels skip a term, so those two
+# stay on CPU; so does bicubic interpolation of 16-bit floats, which CPU's kernel rounds at its
+# own steps (one ulp apart from any float32 computation rounded once).
+_THROUGH_AUTOGRAD = ("smooth_l1_loss", "huber_loss", "upsample_bicubic2d.vec")
+
+
+def _bicubic_wide_floats(decomposition):
+    from torch._decomp.decompositions import get_scale_value, upsample_compute_output_size
+
+    def upsample_bicubic2d_vec(x, output_size, align_corners, scale_factors=None):
+        if x.dtype in (torch.float16, torch.bfloat16):  # the op itself: its CPU kernel, as before
+            size = upsample_compute_output_size(x.size(), output_size, scale_factors)
+            return torch.ops.aten.upsample_bicubic2d.default(
+                x, size, align_corners, get_scale_value(scale_factors, 0),
+                get_scale_value(scale_factors, 1))
+        return decomposition(x, output_size, align_corners, scale_factors)
+    return upsample_bicubic2d_vec
+
+
 def register():
     global _lib
     from torch._decomp import decomposition_table
@@ -276,6 +302,13 @@ def register():
             continue
         _lib.impl(op, fn, "PrivateUse1")
         _registered.append(name)
+    for name in _THROUGH_AUTOGRAD:
+        base, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, base), overload or "default")
+        fn = decomposition_table[op]
+        _lib.impl(op, _bicubic_wide_floats(fn) if base == "upsample_bicubic2d" else fn,
+                  "AutogradPrivateUse1")
+        _registered.append(op.name())
     _registered.sort()
 
 
