@@ -1,5 +1,6 @@
-/* Results whose size depends on the values: nonzero and masked_select (TP_OPF_COUNTED rows, run
- * as a count pass and a compaction pass, see op.h), nonzero_static (a size the caller gives), and
+/* Results whose size depends on the values: nonzero, masked_select, _unique2 (torch.unique) and
+ * unique_consecutive (TP_OPF_COUNTED rows, run as a count pass and a compaction pass, see op.h),
+ * nonzero_static (a size the caller gives), and
  * the compaction they and boolean-mask indexing (index.c) share: the positions of the true
  * elements of a predicate, in row-major order, found by one sort of (true ? position : n) keys.
  * A sort rather than a cumulative sum: XLA lowers a cumsum as a window as long as the array, which
@@ -125,6 +126,28 @@ tp_status_t *tp_infer_compact(const tp_op_def_t *op, tp_op_arg_t *args, int n_ar
       out[0] = (tp_meta_t){.dtype = x->dtype, .ndim = 1, .sizes = {rows}};
       return NULL;
     }
+    case TP_CP_UNIQUE: case TP_CP_UNIQUE_CONSECUTIVE: {
+      /* _unique2(self, sorted, return_inverse, return_counts, count);
+       * unique_consecutive(self, return_inverse, return_counts, dim, count) */
+      const bool sorted = op->code == TP_CP_UNIQUE;
+      const int flags = sorted ? 2 : 1, at = 4;
+      if (n_args < at || args[flags].kind != TP_ARG_INT || args[flags + 1].kind != TP_ARG_INT)
+        return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+      /* A dim (unique over slices), bool and complex values: CPU (sort has no such order here). */
+      if ((!sorted && args[3].kind != TP_ARG_NONE) || x->dtype == TP_DTYPE_BOOL ||
+          tp_dtype_is_complex(x->dtype))
+        return tp_make_status(TP_UNIMPLEMENTED, "%s: a dim, bool or complex values", op->name);
+      int64_t rows;
+      TP_RETURN_IF_ERROR(tp_infer_count(op, count_arg(args, n_args, at), tp_meta_numel(x), true, out, n_out, &rows));
+      if (rows < 0) return NULL;
+      /* The inverse has self's shape, the counts the values' length; each is empty when not asked. */
+      out[0] = (tp_meta_t){.dtype = x->dtype, .ndim = 1, .sizes = {rows}};
+      out[1] = args[flags].i ? (tp_meta_t){.dtype = TP_DTYPE_I64, .ndim = x->ndim} : (tp_meta_t){.dtype = TP_DTYPE_I64, .ndim = 1};
+      if (args[flags].i) memcpy(out[1].sizes, x->sizes, sizeof(x->sizes));
+      out[2] = (tp_meta_t){.dtype = TP_DTYPE_I64, .ndim = 1, .sizes = {args[flags + 1].i ? rows : 0}};
+      *n_out = 3;
+      return NULL;
+    }
     case TP_CP_NONZERO_STATIC: {
       /* nonzero_static(self, size, fill_value) */
       if (n_args < 3 || args[1].kind != TP_ARG_INT || args[2].kind != TP_ARG_INT)
@@ -136,6 +159,66 @@ tp_status_t *tp_infer_compact(const tp_op_def_t *op, tp_op_arg_t *args, int n_ar
     }
   }
   return tp_make_status(TP_INVALID_ARGUMENT, "%s: unknown compaction", op->name);
+}
+
+/* The distinct values of |x| (in sorted order, or runs in place for unique_consecutive), as
+ * CPU's kernels give them: values equal by ==, so each NaN is its own value, sorted last in the
+ * order they come. The count pass counts where a new value starts; the compaction pass takes the
+ * values at those starts, the inverse as the running count of starts (scattered back through the
+ * sort), and each count as the distance to the next start. */
+static void emit_unique(tp_hlo_builder_t *b, bool sorted, bool counting, bool inverse,
+                        bool counts, tp_hlo_value_t x, const tp_meta_t *out_meta,
+                        tp_hlo_value_t *out) {
+  int64_t n = tp_hlo_numel(&x), rows = counting ? 0 : out_meta[0].sizes[0], zero = 0, one = 1;
+  if (n == 0) {
+    if (counting) {
+      out[0] = tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
+      return;
+    }
+    for (int k = 0; k < 3; k++)
+      out[k] = tp_hlo_broadcast_to(b, tp_hlo_constant(b, out_meta[k].dtype, 0), out_meta[k].ndim,
+                                   out_meta[k].sizes);
+    return;
+  }
+  tp_hlo_value_t flat = tp_hlo_reshape(b, x, 1, &n), iota = tp_hlo_iota(b, TP_DTYPE_I64, 1, &n, 0);
+  tp_hlo_value_t v = flat, perm = iota;
+  if (sorted) {
+    tp_hlo_value_t keys[2] = {flat, iota}, s[2];
+    tp_hlo_sort(b, keys, 2, 0, false, s);
+    v = s[0], perm = s[1];
+  }
+  int64_t last = n - 1;
+  tp_hlo_value_t prev = tp_hlo_concatenate(
+      b, (tp_hlo_value_t[2]){tp_hlo_slice(b, v, &zero, &one, &one), tp_hlo_slice(b, v, &zero, &last, &one)}, 2, 0);
+  tp_hlo_value_t first = tp_hlo_compare(b, TP_CMP_EQ, iota, tp_k(b, 0, iota));
+  tp_hlo_value_t fresh = tp_or(b, first, tp_hlo_compare(b, TP_CMP_NE, v, prev));
+  if (counting) {
+    out[0] = tp_emit_count_true(b, fresh);
+    return;
+  }
+  tp_hlo_value_t starts = tp_emit_true_positions(b, fresh, rows);
+  out[0] = tp_hlo_gather_1d(b, v, starts);
+  if (inverse) {
+    int64_t win = n, lo = n - 1, hi = 0;
+    tp_hlo_value_t group = tp_hlo_reduce_window(b, tp_hlo_convert(b, fresh, TP_DTYPE_I64),
+                                                tp_hlo_constant_i(b, TP_DTYPE_I64, 0), TP_HLO_ADD,
+                                                &win, &lo, &hi);
+    group = tp_sub(b, group, tp_k(b, 1, group));
+    if (sorted) group = tp_hlo_scatter_1d(b, tp_k(b, 0, iota), perm, group);
+    out[1] = tp_hlo_reshape(b, group, out_meta[1].ndim, out_meta[1].sizes);
+  } else {
+    out[1] = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), 1, out_meta[1].sizes);
+  }
+  if (counts) {
+    int64_t from = 1, to = rows;
+    tp_hlo_value_t ends = tp_hlo_concatenate(
+        b, (tp_hlo_value_t[2]){tp_hlo_slice(b, starts, &from, &to, &one),
+                               tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, n), 1, &one)},
+        2, 0);
+    out[2] = tp_sub(b, ends, starts);
+  } else {
+    out[2] = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), 1, out_meta[2].sizes);
+  }
 }
 
 void tp_emit_compact(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
@@ -170,6 +253,12 @@ void tp_emit_compact(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg
       /* Padding rows (past the count) read the last element: the caller drops them. */
       pos = tp_hlo_binary(b, TP_HLO_MIN, pos, tp_k(b, (double)(n - 1), pos));
       out[0] = tp_hlo_gather_1d(b, vals, pos);
+      return;
+    }
+    case TP_CP_UNIQUE: case TP_CP_UNIQUE_CONSECUTIVE: {
+      const int flags = op->code == TP_CP_UNIQUE ? 2 : 1;
+      emit_unique(b, op->code == TP_CP_UNIQUE, tp_count_pass(&args[4]), args[flags].i != 0,
+                  args[flags + 1].i != 0, in[0], out_meta, out);
       return;
     }
     case TP_CP_NONZERO_STATIC: {

@@ -231,7 +231,11 @@ typedef enum {
 } tp_random_t;
 
 /* Results of a data-dependent size (compact.c). */
-typedef enum { TP_CP_NONZERO, TP_CP_MASKED_SELECT, TP_CP_NONZERO_STATIC } tp_compact_t;
+typedef enum {
+  TP_CP_NONZERO, TP_CP_MASKED_SELECT, TP_CP_NONZERO_STATIC,
+  TP_CP_UNIQUE,             /* _unique2: sorted distinct values, inverse, counts */
+  TP_CP_UNIQUE_CONSECUTIVE, /* unique_consecutive (no dim): runs of equal values */
+} tp_compact_t;
 
 #define TP_DECLARE_INFER(infer)                                                             \
   tp_status_t *infer(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,  \

@@ -1,5 +1,6 @@
 """Sorting and searching against PyTorch on CPU: sort (NaN order, stability), topk, kthvalue,
-searchsorted and bucketize, with no CPU fallback where the op is native."""
+searchsorted and bucketize, unique and unique_consecutive, with no CPU fallback where the op is
+native."""
 import pytest
 import torch
 
@@ -65,3 +66,30 @@ def test_searchsorted_and_bucketize(dtype, right):
     check_strict(lambda s, t: torch.searchsorted(s, t, side="right" if right else "left"), rows, v)
     unsorted = seq[make((9,), F32, seed=7).argsort()]
     check_strict(lambda s, t, p: torch.searchsorted(s, t, sorter=p, right=right), unsorted, v, unsorted.argsort(stable=True))
+
+
+def _same_unique(got, want):
+    for g, w in zip(got, want):
+        assert g.device.type == "tpu" and g.shape == w.shape and g.dtype == w.dtype
+        assert torch.equal(g.cpu().nan_to_num(7.5), w.nan_to_num(7.5))
+
+
+@pytest.mark.parametrize("return_inverse", [False, True])
+@pytest.mark.parametrize("return_counts", [False, True])
+@pytest.mark.parametrize("case", ["float with NaN", "int64 2-d", "scalar", "empty"])
+def test_unique_and_unique_consecutive_run_natively(case, return_inverse, return_counts):
+    # torch.unique fell back to CPU (torchvision's batched_nms per class calls it); a sort, the
+    # starts of new values counted (one host read, as nonzero's), inverse and counts from them.
+    x = {"float with NaN": torch.tensor([3., float("nan"), 1., 3., float("nan"), 2., 1.]),
+         "int64 2-d": torch.randint(0, 5, (3, 7), generator=torch.Generator().manual_seed(0)),
+         "scalar": torch.tensor(5.), "empty": torch.empty(0, dtype=torch.int32)}[case]
+    kw = dict(return_inverse=return_inverse, return_counts=return_counts)
+    want = torch._unique2(x, True, return_inverse, return_counts)
+    with torch_pjrt.strict():
+        got = torch._unique2(x.to(DEVICE), True, return_inverse, return_counts)
+        _same_unique(got, want)
+        if x.dim() <= 1:
+            def runs(t):  # a tensor, or a tuple of those asked for
+                r = torch.unique_consecutive(t, **kw)
+                return r if isinstance(r, tuple) else (r,)
+            _same_unique(runs(x.to(DEVICE)), runs(x))

@@ -45,7 +45,7 @@ def test_batched_nms_both_of_torchvisions_strategies():
     tb, ts, ti = boxes.to(DEVICE), scores.to(DEVICE), idxs.to(DEVICE)
     with torch_pjrt.strict():
         trick = batched_nms(tb, ts, ti, 0.5)  # the coordinate offset trick
-    vanilla = _batched_nms_vanilla(tb, ts, ti, 0.5)  # one nms per class (its torch.unique: CPU)
+        vanilla = _batched_nms_vanilla(tb, ts, ti, 0.5)  # one nms per class, torch.unique's
     assert torch.equal(trick.cpu(), batched_nms(boxes, scores, idxs, 0.5))
     assert torch.equal(vanilla.cpu(), _batched_nms_vanilla(boxes, scores, idxs, 0.5))
 
