@@ -17,7 +17,7 @@ would run a whole layer on the host: the eval fast paths of nn.TransformerEncode
 (`_transformer_encoder_layer_fwd`) and nn.MultiheadAttention (`_native_multi_head_attention`),
 and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
 device runs (linear, layer_norm, softmax, bmm). So are a few ops whose CPU kernels the fallback
-would run (the smooth_l1 and huber losses, bicubic interpolation): their torch._decomp
+would run (the smooth_l1, huber and multi-margin losses, bicubic interpolation): their
 decompositions are their tpu kernels at the autograd key, so autograd differentiates through
 native ops. `decomposed_ops()` lists what was registered.
 """
@@ -266,10 +266,31 @@ def _own_decompositions():
 # tpu kernel at the autograd key, so the forward is the decomposition and autograd differentiates
 # through its ops (their own backward kernels would otherwise fall back). Only those that equal
 # CPU on the OpInfo sweep's clean and NaN/inf samples (COMPAT.md): grid_sampler_2d's and
-# multi_margin_loss's decompositions propagate NaN where CPU's kernels skip a term, so those two
-# stay on CPU; so does bicubic interpolation of 16-bit floats, which CPU's kernel rounds at its
-# own steps (one ulp apart from any float32 computation rounded once).
-_THROUGH_AUTOGRAD = ("smooth_l1_loss", "huber_loss", "upsample_bicubic2d.vec")
+# multi_margin_loss's decompositions propagate NaN where CPU's kernels skip a term: grid_sample
+# stays on CPU, multi_margin_loss has its own below; so does bicubic interpolation of 16-bit
+# floats, which CPU's kernel rounds at its own steps (one ulp from float32 rounded once).
+_THROUGH_AUTOGRAD = ("smooth_l1_loss", "huber_loss", "upsample_bicubic2d.vec", "multi_margin_loss")
+
+
+def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
+    """CPU's kernel: per sample, over the classes d other than the target, the terms
+    z = margin - x[target] + x[d] that are > 0 (a NaN term counts nothing), squared for p=2,
+    scaled by weight[target], summed and divided by the number of classes. The terms are
+    selected before squaring and again after weighting, so neither a NaN term nor an infinite
+    weight reaches a sum or a gradient that CPU's kernel never computes."""
+    x = self if self.dim() == 2 else self.reshape(1, -1)
+    t = target.reshape(-1, 1)
+    z = margin - x.gather(1, t) + x
+    on, zero = z > 0, torch.zeros((), dtype=z.dtype, device=z.device)
+    h = torch.where(on, z, zero)
+    if p == 2:
+        h = h * h
+    if weight is not None:  # an infinite weight only meets the terms CPU computes
+        h = torch.where(on, h * weight[t], zero)
+    loss = h.scatter(1, t, 0).sum(1) / x.shape[1]
+    if reduction == 0:
+        return loss if self.dim() == 2 else loss.reshape(target.shape)
+    return loss.mean() if reduction == 1 else loss.sum()
 
 
 def _bicubic_wide_floats(decomposition):
@@ -305,7 +326,7 @@ def register():
     for name in _THROUGH_AUTOGRAD:
         base, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, base), overload or "default")
-        fn = decomposition_table[op]
+        fn = _multi_margin_loss if base == "multi_margin_loss" else decomposition_table[op]
         _lib.impl(op, _bicubic_wide_floats(fn) if base == "upsample_bicubic2d" else fn,
                   "AutogradPrivateUse1")
         _registered.append(op.name())

@@ -1,6 +1,7 @@
 """Loss functions against CPU under strict mode: binary_cross_entropy (weighted or not, every
-reduction), smooth_l1 and huber, forward and backward."""
+reduction), smooth_l1, huber and multi-margin, forward and backward."""
 import pytest
+import torch
 import torch.nn.functional as F
 
 from tpu_helpers import DTYPES, F32, check_strict, make
@@ -25,3 +26,22 @@ def test_smooth_l1_and_huber_losses_run_natively(reduction):
     x, y = make((4, 5), F32), make((4, 5), F32, seed=1)
     check_strict(lambda a, b: F.smooth_l1_loss(a, b, beta=0.5, reduction=reduction), x, y, backward=True)
     check_strict(lambda a, b: F.huber_loss(a, b, delta=0.7, reduction=reduction), x, y, backward=True)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multi_margin_loss_runs_natively_with_cpus_nan_semantics(p, reduction):
+    # CPU's kernel counts only the terms above zero, so a NaN term or an infinite weight on a
+    # term it skips leaves the loss finite; the tpu kernel selects the same terms.
+    x, w = make((6, 5), F32), make((5,), F32, seed=2, low=0.1, high=2)
+    x[1, 3] = float("nan")
+    w[4] = float("inf")
+    target = torch.tensor([1, 0, 4, 2, 3, 3])
+
+    def loss(a, weight):
+        return F.multi_margin_loss(a, target.to(a.device), p=p, margin=0.5, weight=weight,
+                                   reduction=reduction)
+    check_strict(loss, x, w)
+    check_strict(lambda a: F.multi_margin_loss(a, torch.tensor(2, device=a.device), p=p,
+                                               reduction=reduction), make((5,), F32, seed=3),
+                 backward=True)
