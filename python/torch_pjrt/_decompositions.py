@@ -9,7 +9,9 @@ PyTorch's _convolution routes a non-CPU backend to, whose CPU entries are error 
 the convolution ops the op table lowers (or the fallback runs on CPU). The memory-efficient
 attention kernel and its backward, which scaled_dot_product_attention picks on tpu as on CUDA
 (csrc/torch/sdpa.cpp), are the math path's computation, and so is PyTorch's fused-attention
-entry for out-of-tree devices (_scaled_dot_product_fused_attention_overrideable). Every other op without a CPU kernel
+entry for out-of-tree devices (_scaled_dot_product_fused_attention_overrideable). cdist's and
+pdist's direct kernels and their backwards, which have CPU kernels, are decomposed too: their
+CPU formulas (a gradient of 0 at distance 0) in ops the device runs. Every other op without a CPU kernel
 raises NotImplementedError saying so (in the glue's fallback).
 
 Three fused kernels that do have CPU kernels are decomposed here too, because the CPU fallback
@@ -188,6 +190,67 @@ def _fused_attention_overrideable_backward(grad_out, query, key, value, attn_bia
                                          is_causal, scale=scale)
 
 
+def _pnorm(diff, p):
+    """CPU's p-norm of difference vectors (last dim), as cdist and pdist compute it: p = 0 counts
+    the differing coordinates, p = inf takes the largest difference, else (sum |d|^p)^(1/p)."""
+    d = diff.abs()
+    if p == 0:
+        return (d != 0).sum(-1).to(diff.dtype)
+    if p == math.inf:
+        return d.amax(-1) if d.shape[-1] else d.sum(-1)
+    if p == 1:
+        return d.sum(-1)
+    if p == 2:
+        return d.mul(d).sum(-1).sqrt()
+    return d.pow(p).sum(-1).pow(1 / p)
+
+
+def _pnorm_grad(grad, diff, dist, p):
+    """CPU's derivative of each distance with respect to its difference vector, times |grad|;
+    0 where the distance is 0 (and, for p < 1, where a coordinate's difference is)."""
+    g, dist = grad.unsqueeze(-1), dist.unsqueeze(-1)
+    zero = torch.zeros((), dtype=diff.dtype, device=diff.device)
+    if p == 0:
+        return torch.zeros_like(diff)
+    if p == 1:
+        return g * diff.sign()
+    if p == math.inf:
+        return g * diff.sign() * (diff.abs() == dist)
+    safe = torch.where(dist == 0, 1, dist)
+    each = g * diff / safe if p == 2 else g * diff * diff.abs().pow(p - 2) / safe.pow(p - 1)
+    return torch.where((dist == 0) | ((diff == 0) & (p < 1)), zero, each)
+
+
+def _cdist_forward(x1, x2, p, compute_mode=None):
+    """torch.cdist's direct path (taken unless it uses matrix products for p = 2)."""
+    torch._check(x1.is_floating_point() and x2.is_floating_point(),
+                 lambda: f"cdist only supports floating-point dtypes, X1 got: {x1.dtype}")
+    return _pnorm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p)
+
+
+def _cdist_backward(grad, x1, x2, p, cdist):
+    """Its gradient with respect to x1 (autograd gets x2's by swapping them)."""
+    return _pnorm_grad(grad, x1.unsqueeze(-2) - x2.unsqueeze(-3), cdist, p).sum(-2)
+
+
+def _pairs(n, device):
+    """The row pairs i < j in row-major order (triu_indices has no tpu kernel: the set entries
+    of an upper triangle, which nonzero lists in that order)."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1).nonzero(as_tuple=True)
+
+
+def _pdist_forward(self, p=2.0):
+    """The distances of the row pairs i < j, in that order."""
+    i, j = _pairs(self.shape[0], self.device)
+    return _pnorm(self[i] - self[j], p)
+
+
+def _pdist_backward(grad, self, p, pdist):
+    i, j = _pairs(self.shape[0], self.device)
+    each = _pnorm_grad(grad, self[i] - self[j], pdist, p)
+    return torch.zeros_like(self).index_add_(0, i, each).index_add_(0, j, -each)
+
+
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                  proj_weight, proj_bias, mask=None, need_weights=True,
                                  average_attn_weights=True, mask_type=None):
@@ -258,6 +321,10 @@ def _own_decompositions():
                 _fused_attention_overrideable,
             aten._scaled_dot_product_fused_attention_overrideable_backward.default:
                 _fused_attention_overrideable_backward,
+            aten._cdist_forward.default: _cdist_forward,
+            aten._cdist_backward.default: _cdist_backward,
+            aten._pdist_forward.default: _pdist_forward,
+            aten._pdist_backward.default: _pdist_backward,
             aten._native_multi_head_attention.default: _native_multi_head_attention,
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 

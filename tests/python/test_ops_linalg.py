@@ -303,3 +303,28 @@ def test_addbmm():
     s, b1, b2 = make((3, 4), F32, seed=31), make((5, 3, 2), F32, seed=32), make((5, 2, 4), F32, seed=33)
     check_native(lambda a, x, y: torch.addbmm(a, x, y, beta=0.5, alpha=2), s, b1, b2)
     check_native(lambda a, x, y: a.clone().addbmm_(x, y), s, b1, b2)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist_and_pdist_run_natively_with_cpus_gradient_at_zero_distance(p):
+    # _cdist_forward/_pdist_forward and their backwards fell back to CPU; they are CPU's formulas
+    # in device ops, including a gradient of 0 where two rows coincide (not sqrt's NaN).
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(2, 4, 3, generator=g), torch.randn(2, 5, 3, generator=g)
+    b[0, 0] = a[0, 0]
+    rows = torch.randn(6, 3, generator=g)
+    rows[4] = rows[1]
+    for fn, xs in ((lambda x, y: torch.cdist(x, y, p=p, compute_mode="donot_use_mm_for_euclid_dist"), (a, b)),
+                   (lambda x: torch.nn.functional.pdist(x, p=p), (rows,))):
+        ref_in = [x.clone().requires_grad_() for x in xs]
+        ref = fn(*ref_in)
+        grad = torch.randn(ref.shape, generator=g)
+        ref.backward(grad)
+        dev_in = [x.to(DEVICE).requires_grad_() for x in xs]
+        with torch_pjrt.strict():
+            out = fn(*dev_in)
+            out.backward(grad.to(DEVICE))
+        assert_same(out, ref, atol=1e-5, rtol=1e-5)
+        for d, r in zip(dev_in, ref_in):
+            assert not d.grad.cpu().isnan().any()
+            assert_same(d.grad, r.grad, atol=1e-5, rtol=1e-5)
