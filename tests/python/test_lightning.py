@@ -56,3 +56,25 @@ def test_trainer_ddp_on_two_tpu_devices_like_two_cpu_processes(tmp_path):
     cpu, _ = _fit(tmp_path, "lightning.pytorch", "cpu", 2, "32-true")
     assert cpu["strategy"] == "DDPStrategy"
     _assert_close(tpu, cpu, 1e-4)
+
+
+_WITH_TORCH_XLA = """
+import lightning_fabric.accelerators.xla as xla
+xla._XLA_AVAILABLE = True  # as where torch_xla is installed (here with no TPU attached)
+xla.XLAAccelerator.is_available = staticmethod(lambda: False)
+import pytorch_lightning as L
+from pytorch_lightning.accelerators import AcceleratorRegistry, XLAAccelerator
+assert AcceleratorRegistry["tpu"]["accelerator"] is XLAAccelerator  # Lightning's own "tpu" stays
+for name in ("pjrt", "auto"):
+    t = L.Trainer(accelerator=name, devices=1, logger=False, enable_checkpointing=False,
+                  enable_progress_bar=False)
+    print(name, type(t.accelerator).__name__, type(t.strategy).__name__, t.strategy.root_device)
+"""
+
+
+def test_a_machine_with_torch_xla_keeps_lightnings_tpu_and_gets_this_device_as_pjrt(tmp_path):
+    r = subprocess.run([sys.executable, "-c", _WITH_TORCH_XLA], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "pjrt TPUAccelerator SingleDeviceStrategy tpu:0" in r.stdout
+    assert "auto TPUAccelerator SingleDeviceStrategy tpu:0" in r.stdout
