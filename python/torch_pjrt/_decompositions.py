@@ -11,7 +11,7 @@ attention kernel and its backward, which scaled_dot_product_attention picks on t
 (csrc/torch/sdpa.cpp), are the math path's computation, and so is PyTorch's fused-attention
 entry for out-of-tree devices (_scaled_dot_product_fused_attention_overrideable). cdist's and
 pdist's direct kernels and their backwards, which have CPU kernels, are decomposed too: their
-CPU formulas (a gradient of 0 at distance 0) in ops the device runs. Every other op without a CPU kernel
+CPU formulas (a gradient of 0 at distance 0) in ops the device runs, and so is histogram. Every other op without a CPU kernel
 raises NotImplementedError saying so (in the glue's fallback).
 
 Three fused kernels that do have CPU kernels are decomposed here too, because the CPU fallback
@@ -251,6 +251,59 @@ def _pdist_backward(grad, self, p, pdist):
     return torch.zeros_like(self).index_add_(0, i, each).index_add_(0, j, -each)
 
 
+def _histogram_counts(self, edges, weight, density):
+    """CPU's histogram over |edges| (increasing, 1-D): an element falls in the last bin whose
+    left edge is <= it (the rightmost bin includes its right edge); elements outside the edges
+    and NaN count nothing; with |density|, counts over their total and the bins' widths."""
+    x = self.reshape(-1)
+    n = edges.numel() - 1
+    pos = (torch.searchsorted(edges, x, right=True) - 1).clamp(max=n - 1)
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    w = torch.ones_like(x) if weight is None else weight.reshape(-1).to(x.dtype)
+    hist = torch.zeros(n, dtype=x.dtype, device=x.device).index_add_(
+        0, torch.where(inside, pos, 0), torch.where(inside, w, 0))
+    if density:
+        hist = hist / hist.sum() / edges.diff()
+    return hist, edges
+
+
+def _histogram_bin_ct(self, bins=100, *, range=None, weight=None, density=False):
+    """torch.histogram with a bin count: |bins| equal bins over |range|, else over the data's
+    own range (read back, as CPU's kernel reads it), widened by 0.5 each way when it is a point."""
+    torch._check(self.is_floating_point(), lambda: "torch.histogram: input tensor and bins "
+                 "tensors should have the same dtype")
+    torch._check(bins > 0, lambda: "torch.histogram(): bins must be > 0")
+    if range is not None:
+        lo, hi = float(range[0]), float(range[1])
+    elif self.numel():
+        lo, hi = (float(v) for v in torch.stack(torch.aminmax(self)).tolist())
+    else:
+        lo, hi = 0.0, 1.0
+    torch._check(math.isfinite(lo) and math.isfinite(hi), lambda: f"torch.histogram: range "
+                 f"[{lo}, {hi}] is not finite")
+    torch._check(lo <= hi, lambda: f"torch.histogram: min should not exceed max, but got min "
+                 f"{lo} max {hi}")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    edges = torch.linspace(lo, hi, bins + 1, dtype=self.dtype, device=self.device)
+    return _histogram_counts(self, edges, weight, density)
+
+
+def _histogram_bins_tensor(self, bins, *, weight=None, density=False):
+    torch._check(bins.dim() == 1, lambda: "torch.histogram(): bins tensor should have one dimension")
+    return _histogram_counts(self, bins.to(self.dtype), weight, density)
+
+
+def _into(fn):
+    """The out= form of |fn|: its results written into |hist| and |bin_edges|."""
+    def out_form(*args, hist, bin_edges, **kwargs):
+        h, e = fn(*args, **kwargs)
+        hist.resize_(h.shape).copy_(h)
+        bin_edges.resize_(e.shape).copy_(e)
+        return hist, bin_edges
+    return out_form
+
+
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
                                  proj_weight, proj_bias, mask=None, need_weights=True,
                                  average_attn_weights=True, mask_type=None):
@@ -325,6 +378,10 @@ def _own_decompositions():
             aten._cdist_backward.default: _cdist_backward,
             aten._pdist_forward.default: _pdist_forward,
             aten._pdist_backward.default: _pdist_backward,
+            aten.histogram.bin_ct: _histogram_bin_ct,
+            aten.histogram.bin_ct_out: _into(_histogram_bin_ct),
+            aten.histogram.bins_tensor: _histogram_bins_tensor,
+            aten.histogram.bins_tensor_out: _into(_histogram_bins_tensor),
             aten._native_multi_head_attention.default: _native_multi_head_attention,
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 

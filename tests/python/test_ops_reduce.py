@@ -221,3 +221,32 @@ def test_median_dim_and_nans():
     for fn in (torch.median, torch.nanmedian):
         check_strict(lambda t: fn(t, 1), x)
         check_strict(fn, x)
+
+
+@pytest.mark.parametrize("form", ["count", "range", "density", "weighted", "edges", "point"])
+def test_histogram_runs_natively(form):
+    # torch.histogram fell back to CPU: the edges (linspace over the range, or given), each
+    # element's bin by a search of the edges, the counts by index_add, as CPU's kernel bins them.
+    x = torch.randn(500, generator=torch.Generator().manual_seed(0))
+    x[7] = float("nan")  # counts nothing on either side
+    bins, kw = 17, {}
+    if form == "range":
+        kw = {"range": (-1.0, 1.5)}
+    elif form == "density":
+        kw = {"density": True}
+    elif form == "weighted":
+        kw = {"weight": torch.rand(500, generator=torch.Generator().manual_seed(1))}
+    elif form == "edges":
+        bins = torch.tensor([-2.0, -0.5, 0.0, 0.1, 3.0])
+    elif form == "point":
+        x = torch.full((4,), 2.5)
+    if form != "range" and form != "edges" and form != "point":
+        x = x.nan_to_num(0.25)  # the data's own range must be finite, as CPU requires
+    want = torch.histogram(x, bins, **kw)
+
+    def dev(v):
+        return v.to(DEVICE) if isinstance(v, torch.Tensor) else v
+    with torch_pjrt.strict():
+        got = torch.histogram(x.to(DEVICE), dev(bins), **{k: dev(v) for k, v in kw.items()})
+    assert_same(got.hist, want.hist, atol=1e-5, rtol=1e-5)
+    assert_same(got.bin_edges, want.bin_edges)
