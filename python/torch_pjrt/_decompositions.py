@@ -19,9 +19,9 @@ would run a whole layer on the host: the eval fast paths of nn.TransformerEncode
 (`_transformer_encoder_layer_fwd`) and nn.MultiheadAttention (`_native_multi_head_attention`),
 and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
 device runs (linear, layer_norm, softmax, bmm). So are a few ops whose CPU kernels the fallback
-would run (the smooth_l1, huber and multi-margin losses, bicubic interpolation): their
-decompositions are their tpu kernels at the autograd key, so autograd differentiates through
-native ops. `decomposed_ops()` lists what was registered.
+would run (the smooth_l1, huber and multi-margin losses and their backwards), registered below
+autograd like every tpu kernel: PyTorch's derivative formulas and tensor subclasses (DTensor)
+see the ops themselves. `decomposed_ops()` lists what was registered.
 """
 import math
 
@@ -378,6 +378,8 @@ def _own_decompositions():
             aten._cdist_backward.default: _cdist_backward,
             aten._pdist_forward.default: _pdist_forward,
             aten._pdist_backward.default: _pdist_backward,
+            aten.multi_margin_loss.default: _multi_margin_loss,
+            aten.multi_margin_loss_backward.default: _multi_margin_loss_backward,
             aten.histogram.bin_ct: _histogram_bin_ct,
             aten.histogram.bin_ct_out: _into(_histogram_bin_ct),
             aten.histogram.bins_tensor: _histogram_bins_tensor,
@@ -386,14 +388,13 @@ def _own_decompositions():
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 
 
-# Ops with a CPU kernel whose torch._decomp decomposition runs in native ops: registered as their
-# tpu kernel at the autograd key, so the forward is the decomposition and autograd differentiates
-# through its ops (their own backward kernels would otherwise fall back). Only those that equal
-# CPU on the OpInfo sweep's clean and NaN/inf samples (COMPAT.md): grid_sampler_2d's and
-# multi_margin_loss's decompositions propagate NaN where CPU's kernels skip a term: grid_sample
-# stays on CPU, multi_margin_loss has its own below; so does bicubic interpolation of 16-bit
-# floats, which CPU's kernel rounds at its own steps (one ulp from float32 rounded once).
-_THROUGH_AUTOGRAD = ("smooth_l1_loss", "huber_loss", "upsample_bicubic2d.vec", "multi_margin_loss")
+# Ops with a CPU kernel whose torch._decomp decompositions (forward and backward) run in native
+# ops and equal CPU on the OpInfo sweep's clean and NaN/inf samples: registered as tpu kernels,
+# below autograd, so PyTorch's derivative formulas and tensor subclasses (DTensor) see the ops
+# themselves. grid_sampler_2d's decomposition propagates NaN where CPU's kernel skips a corner,
+# and bicubic interpolation's has no backward: they stay on CPU.
+_CPU_KERNEL_DECOMPOSED = ("smooth_l1_loss", "smooth_l1_loss_backward", "huber_loss",
+                          "huber_loss_backward")
 
 
 def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
@@ -417,17 +418,19 @@ def _multi_margin_loss(self, target, p=1, margin=1, weight=None, reduction=1):
     return loss.mean() if reduction == 1 else loss.sum()
 
 
-def _bicubic_wide_floats(decomposition):
-    from torch._decomp.decompositions import get_scale_value, upsample_compute_output_size
-
-    def upsample_bicubic2d_vec(x, output_size, align_corners, scale_factors=None):
-        if x.dtype in (torch.float16, torch.bfloat16):  # the op itself: its CPU kernel, as before
-            size = upsample_compute_output_size(x.size(), output_size, scale_factors)
-            return torch.ops.aten.upsample_bicubic2d.default(
-                x, size, align_corners, get_scale_value(scale_factors, 0),
-                get_scale_value(scale_factors, 1))
-        return decomposition(x, output_size, align_corners, scale_factors)
-    return upsample_bicubic2d_vec
+def _multi_margin_loss_backward(grad, self, target, p, margin, weight=None, reduction=1):
+    """Its gradient, as CPU's kernel: each selected term's derivative (1, or 2z for p=2, times
+    weight[target], over the number of classes) added at its class and taken from the target's."""
+    x = self if self.dim() == 2 else self.reshape(1, -1)
+    t = target.reshape(-1, 1)
+    g = grad.reshape(-1, 1) if reduction == 0 else grad / (x.shape[0] if reduction == 1 else 1)
+    z = margin - x.gather(1, t) + x
+    on, zero = z > 0, torch.zeros((), dtype=z.dtype, device=z.device)
+    d = torch.where(on, g * (1.0 if p == 1 else 2 * z) / x.shape[1], zero)
+    if weight is not None:
+        d = torch.where(on, d * weight[t], zero)
+    d = d.scatter(1, t, 0)
+    return d.scatter_add(1, t, -d.sum(1, keepdim=True)).reshape(self.shape)
 
 
 def register():
@@ -447,13 +450,11 @@ def register():
             continue
         _lib.impl(op, fn, "PrivateUse1")
         _registered.append(name)
-    for name in _THROUGH_AUTOGRAD:
-        base, _, overload = name.partition(".")
-        op = getattr(getattr(torch.ops.aten, base), overload or "default")
-        fn = _multi_margin_loss if base == "multi_margin_loss" else decomposition_table[op]
-        _lib.impl(op, _bicubic_wide_floats(fn) if base == "upsample_bicubic2d" else fn,
-                  "AutogradPrivateUse1")
-        _registered.append(op.name())
+    for op, fn in decomposition_table.items():
+        if isinstance(op, torch._ops.OpOverload) and op.name().split("::")[1].split(".")[0] \
+                in _CPU_KERNEL_DECOMPOSED:
+            _lib.impl(op, fn, "PrivateUse1")
+            _registered.append(op.name())
     _registered.sort()
 
 

@@ -277,17 +277,3 @@ def test_sdpa_fused_attention_overrideable_forward_and_backward(mask):
     assert_same(out, ref, atol=1e-5, rtol=1e-5)
     for a, b in zip(grads[:3], ref_grads):
         assert_same(a, b, atol=1e-5, rtol=1e-5)
-
-
-def test_bicubic_interpolation_runs_natively_forward_and_backward():
-    import torch.nn.functional as F
-    img = torch.randn(2, 3, 8, 9, generator=torch.Generator().manual_seed(2))
-    ref_a = img.clone().requires_grad_()
-    ref = F.interpolate(ref_a, size=(13, 7), mode="bicubic", align_corners=False)
-    ref.sum().backward()
-    ta = img.to(DEVICE).requires_grad_()
-    with torch_pjrt.strict():
-        out = F.interpolate(ta, size=(13, 7), mode="bicubic", align_corners=False)
-        out.sum().backward()
-    assert_same(out, ref, atol=1e-5, rtol=1e-5)
-    assert_same(ta.grad, ref_a.grad, atol=1e-5, rtol=1e-5)
