@@ -1,5 +1,6 @@
-"""Ops without a native lowering (here unique_consecutive and bincount, whose output shapes depend
-on the data) run on CPU, visibly: counted, warned once, reported, and refused under strict mode."""
+"""Ops without a native lowering (here unique_consecutive over a dim and bincount, whose output
+shapes depend on the data) run on CPU, visibly: counted, warned once, reported, and refused under
+strict mode."""
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ from tpu_helpers import DEVICE, assert_same, child_env, fallbacks, make, run_pyt
 
 
 def unique_consecutive(t):
-    return torch.unique_consecutive(t)
+    return torch.unique_consecutive(t, dim=0)  # over whole slices: no lowering (without a dim: native)
 
 
 def bincount(t):
@@ -150,13 +151,13 @@ def test_strict_env_var_in_subprocess():
         "x = torch.ones(4, device='tpu') * 2\n"
         "assert x.sum().item() == 8.0\n"
         "try:\n"
-        "    torch.unique_consecutive(x)\n"
+        "    torch.unique_consecutive(x, dim=0)\n"
         "except RuntimeError as e:\n"
         "    print('STRICT-RAISED', e)\n"
         "else:\n"
         "    print('NO-ERROR')\n"
         "with torch_pjrt.strict(False):\n"
-        "    print('RELAXED', torch.unique_consecutive(x).cpu().tolist())\n"
+        "    print('RELAXED', torch.unique_consecutive(x, dim=0).cpu().tolist())\n"
     )
     p = run_python(code, TORCH_PJRT_STRICT="1")
     assert p.returncode == 0, p.stderr
