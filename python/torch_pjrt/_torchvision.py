@@ -1,15 +1,10 @@
-"""torchvision's detection ops on tpu: nms, roi_align (and its backward), roi_pool (and its
+"""torchvision's detection ops on tpu: roi_align (and its backward) and roi_pool (and its
 backward), as tpu kernels of torchvision's own operators, registered when torchvision loads
-them. Each is the computation of torchvision's CPU kernel in ops the device runs natively, so a
+them (nms is a row of the C op table, csrc/ops/nms.c). Each is the computation of
+torchvision's CPU kernel in ops the device runs natively, so a
 detector (Faster R-CNN, Mask R-CNN) runs with no CPU fallback; results equal CPU's up to the
 order of float additions.
 
-- nms: the intersection-over-union of every pair of boxes in score order (stable, as CPU's),
-  then greedy suppression as a fixed point: a box is kept when no kept box before it overlaps it
-  by more than the threshold. Each round settles at least one more box in order, so starting
-  from "all kept" it reaches the greedy answer (the unique fixed point) in at most as many rounds
-  as the longest chain of suppressions, usually a few; each round reads one bool back. The kept
-  indices are a data-dependent size, read back as nonzero's are.
 - roi_align / roi_pool: each output bin gathers its sample points (roi_align: bilinear at a grid
   of points, CPU's clamping; roi_pool: every pixel of the bin) from the input laid out
   channels-last, so one gather serves every channel. An adaptive grid (sampling_ratio <= 0) or a
@@ -26,31 +21,6 @@ _lib = None
 
 def _compute_dtype(t):
     return torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else t.dtype
-
-
-# ---- nms ----
-
-def nms(boxes, scores, iou_threshold):
-    if boxes.numel() == 0:
-        return torch.empty((0,), dtype=torch.long, device=boxes.device)
-    order = scores.sort(stable=True, descending=True).indices
-    b = boxes[order]
-    x1, y1, x2, y2 = b.unbind(1)
-    area = (x2 - x1) * (y2 - y1)
-    w = (torch.minimum(x2[:, None], x2[None]) - torch.maximum(x1[:, None], x1[None])).clamp(min=0)
-    h = (torch.minimum(y2[:, None], y2[None]) - torch.maximum(y1[:, None], y1[None])).clamp(min=0)
-    inter = w * h
-    iou = inter / (area[:, None] + area[None] - inter)  # CPU's order: earlier box's area first
-    n = b.shape[0]
-    later = torch.ones(n, n, dtype=torch.bool, device=b.device).triu(1)
-    suppresses = (iou > iou_threshold) & later  # [i, j]: box i would suppress a later box j
-    keep = torch.ones(n, dtype=torch.bool, device=b.device)
-    while True:
-        settled = ~(suppresses & keep[:, None]).any(0)
-        if torch.equal(settled, keep):
-            break
-        keep = settled
-    return order[keep]
 
 
 # ---- roi_align ----
@@ -222,7 +192,3 @@ def register(_module=None):
         if torch._C._dispatch_has_kernel_for_dispatch_key(f"torchvision::{name}", "CPU"):
             _lib.impl(name, fn, "PrivateUse1")
 
-
-def registered():
-    """The torchvision ops that have tpu kernels (after torchvision loaded)."""
-    return sorted(f"torchvision::{n}" for n in _KERNELS) if _lib is not None else []
