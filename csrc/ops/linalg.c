@@ -120,13 +120,13 @@ tp_status_t *tp_infer_bmm(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
     m.sizes[0] = x->sizes[1];
     m.sizes[1] = y->sizes[2];
   }
-  if (op->code == TP_BMM_ADDBMM && (args[0].meta.ndim != 2 || args[0].meta.sizes[0] != m.sizes[0] ||
-                        args[0].meta.sizes[1] != m.sizes[1]))
-    /* CPU's addbmm_ resizes a broadcast self in place; a row cannot tell that call apart. */
-    return tp_make_status(TP_UNIMPLEMENTED, "addbmm with a broadcast self");
   if (op->code != TP_BMM_BMM) {
     tp_meta_t shape;
     TP_RETURN_IF_ERROR(tp_broadcast_shapes(&args[0].meta, &m, &shape));
+    if (shape.ndim != m.ndim || memcmp(shape.sizes, m.sizes, sizeof(int64_t) * (size_t)m.ndim))
+      return tp_make_status(TP_INVALID_ARGUMENT,
+                            "%s: self of %d dims does not broadcast to the product's shape",
+                            op->name, args[0].meta.ndim);
     for (int i = 3; i < n_args && i < 5; i++)
       if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = x->dtype;
   }

@@ -614,6 +614,10 @@ struct TableKernel final : c10::OperatorKernel {
                            : at::empty(sizes, options));
       } else if (variant_ == TP_VARIANT_INPLACE) {
         TORCH_CHECK(k == 0, op_name(h), ": an in-place op returns one tensor");
+        // A result shaped unlike self (a broadcast self): PyTorch's in-place kernel raises, or
+        // resizes self (addbmm_); CPU's kernel does whichever PyTorch does.
+        if (args[0].toTensor().sizes() != c10::IntArrayRef(metas[k].sizes, metas[k].ndim))
+          return cpu_fallback(h, stack);
         outs.push_back(args[0].toTensor());
         at::assert_no_internal_overlap(outs.back());
         check_overlap(outs.back(), args, n_in, flags, true);

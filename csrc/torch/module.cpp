@@ -1,5 +1,6 @@
 // The Python module torch_pjrt._C: initialization, counters, reports and the device calls
 // torch.tpu makes. See glue.h.
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "torch/glue.h"
@@ -85,6 +86,19 @@ py::dict plugin_info() {
   return d;
 }
 
+// The CPU fallback, called from a tpu kernel written in Python for the cases it does not compute
+// (grid_sample's bicubic mode): counted, warned and refused in strict mode like any fallback.
+py::object fallback(const std::string& name, const std::string& overload, const py::args& args,
+                    const py::kwargs& kwargs) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload.c_str());
+  torch::jit::Stack stack = torch::jit::createStackForSchema(op.schema(), args, kwargs, std::nullopt);
+  {
+    py::gil_scoped_release no_gil;
+    cpu_fallback(op, &stack);
+  }
+  return torch::jit::createPyObjectForStack(std::move(stack));
+}
+
 }  // namespace
 }  // namespace tp_glue
 
@@ -113,6 +127,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_strict", &set_strict);
   m.def("strict", &strict);
   m.def("set_fallback_warnings", &set_fallback_warnings);
+  m.def("fallback", &fallback, py::arg("name"), py::arg("overload"));
   m.def("set_blocking", [](bool on) { tp_exec_set_blocking(on); });
   m.def("device_count", [] { return static_cast<int>(device_count()); });
   m.def("current_device", [] { return static_cast<int>(g_current_device); });

@@ -66,8 +66,9 @@ def _register():
         torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-    from . import _decompositions, _default_compile, _integrations
+    from . import _decompositions, _default_compile, _integrations, _sampling
     _decompositions.register()
+    _sampling.register()
     if torch.distributed.is_available():
         from . import distributed
         distributed.register()
@@ -146,10 +147,11 @@ def host_read_ops():
 
 
 def decomposed_ops():
-    """ATen ops with no CPU kernel to fall back to (CUDA-only ones, the *_overrideable
-    convolutions) that run on tpu as a decomposition of them."""
-    from . import _decompositions
-    return _decompositions.decomposed_ops()
+    """ATen ops whose tpu kernels are written in Python, in ops the device runs: those with no
+    CPU kernel to fall back to (CUDA-only ones, the *_overrideable convolutions) and a few whose
+    CPU kernel the fallback would otherwise run (losses, distances, resampling)."""
+    from . import _decompositions, _sampling
+    return sorted(_decompositions.decomposed_ops() + _sampling.registered_ops())
 
 
 def plugin_info():
