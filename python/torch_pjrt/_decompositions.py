@@ -360,6 +360,32 @@ def _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bi
     return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
 
 
+def _matrix_exp(self):
+    """Scaling and squaring, as CPU's kernel: A / 2^s with s = ceil(log2(|A|_1 / theta_18))
+    (theta_18 the bound for a degree-18 approximation in the dtype), a degree-18 Taylor
+    polynomial (Horner), then squared s times; each matrix of a batch with its own s (the
+    largest is read back: the number of squarings). Complex input goes to the CPU fallback."""
+    from . import _C
+    if not self.dtype.is_floating_point:
+        return _C.fallback("aten::linalg_matrix_exp", "", self)
+    if self.shape[-1] == 0:
+        return self.clone()
+    dt = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
+    a = self.to(dt)
+    theta = 1.090863719290036 if dt == torch.float64 else 3.010066362817634
+    s = torch.ceil(torch.log2(a.abs().sum(-2).amax(-1) / theta)).clamp(min=0)
+    s = torch.where(s.isfinite(), s, 0)  # non-finite input: no squaring, the result is too
+    squarings = int(s.max().item()) if s.numel() else 0
+    a = a / torch.exp2(s)[..., None, None]
+    eye = torch.eye(a.shape[-1], dtype=dt, device=a.device).expand(a.shape)
+    e = eye
+    for k in range(18, 0, -1):
+        e = eye + (a @ e) / k
+    for i in range(squarings):
+        e = torch.where((s > i)[..., None, None], e @ e, e)
+    return e.to(self.dtype)
+
+
 def _own_decompositions():
     aten = torch.ops.aten
     return {aten.mm.dtype: _mm_dtype, aten.mm.dtype_out: _mm_dtype_out,
@@ -380,6 +406,7 @@ def _own_decompositions():
             aten._pdist_backward.default: _pdist_backward,
             aten.multi_margin_loss.default: _multi_margin_loss,
             aten.multi_margin_loss_backward.default: _multi_margin_loss_backward,
+            aten.linalg_matrix_exp.default: _matrix_exp,
             aten.histogram.bin_ct: _histogram_bin_ct,
             aten.histogram.bin_ct_out: _into(_histogram_bin_ct),
             aten.histogram.bins_tensor: _histogram_bins_tensor,

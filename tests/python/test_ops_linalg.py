@@ -328,3 +328,25 @@ def test_cdist_and_pdist_run_natively_with_cpus_gradient_at_zero_distance(p):
         for d, r in zip(dev_in, ref_in):
             assert not d.grad.cpu().isnan().any()
             assert_same(d.grad, r.grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_matrix_exp_runs_natively(dtype):
+    # linalg_matrix_exp fell back to CPU: scaling and squaring with a degree-18 Taylor
+    # polynomial, each matrix of a batch scaled by its own norm; its gradient (PyTorch's formula
+    # through matrix_exp of a block matrix) runs natively too.
+    g = torch.Generator().manual_seed(4)
+    a = torch.randn(4, 5, 5, generator=g, dtype=dtype) * torch.tensor([0.01, 1.0, 6.0, 25.0],
+                                                                       dtype=dtype)[:, None, None]
+    grad = torch.randn(a.shape, generator=g, dtype=dtype)
+    x = a.clone().requires_grad_()
+    want = torch.linalg.matrix_exp(x)
+    (want_grad,) = torch.autograd.grad(want, x, grad)
+    xd = a.to(DEVICE).requires_grad_()
+    with torch_pjrt.strict():
+        got = torch.linalg.matrix_exp(xd)
+        (got_grad,) = torch.autograd.grad(got, xd, grad.to(DEVICE))
+    eps = 1e-5 if dtype == torch.float32 else 1e-12  # the largest norm amplifies rounding
+    for d, w in ((got, want), (got_grad, want_grad)):
+        scale = w.abs().amax((-2, -1), keepdim=True)  # relative to each matrix's largest entry
+        assert ((d.cpu() - w).abs() / scale).max() < eps
