@@ -19,7 +19,8 @@ would run a whole layer on the host: the eval fast paths of nn.TransformerEncode
 (`_transformer_encoder_layer_fwd`) and nn.MultiheadAttention (`_native_multi_head_attention`),
 and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
 device runs (linear, layer_norm, softmax, bmm). So are a few ops whose CPU kernels the fallback
-would run (the smooth_l1, huber and multi-margin losses and their backwards), registered below
+would run (the smooth_l1, huber and multi-margin losses and their backwards, matrix_exp, and
+embedding_bag with its backwards), registered below
 autograd like every tpu kernel: PyTorch's derivative formulas and tensor subclasses (DTensor)
 see the ops themselves. `decomposed_ops()` lists what was registered.
 """
@@ -386,6 +387,115 @@ def _matrix_exp(self):
     return e.to(self.dtype)
 
 
+def _bags(indices, offsets, include_last_offset, bags=None):
+    """Each index's bag (searchsorted of its position in the bags' starts) and whether it is in
+    one (with include_last_offset, positions past the last offset are not)."""
+    n = indices.numel()
+    starts = offsets[:-1] if include_last_offset and bags is None else offsets
+    pos = torch.arange(n, device=indices.device)
+    ids = torch.searchsorted(starts, pos, right=True) - 1
+    inside = pos < offsets[-1] if include_last_offset and bags is None else torch.ones_like(
+        pos, dtype=torch.bool)
+    return ids.clamp(min=0), inside
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                   per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """CPU's kernel: each bag's rows (times per_sample_weights) summed, averaged or maxed over
+    the indices that are not padding_idx; an empty bag gives 0. The other results are what
+    CPU's backward reads: offset2bag (each index's bag), bag_size (the bag's count, 0 for sum)
+    and max_indices (the row each max came from, first of ties; for mean, bag_size)."""
+    from . import _C
+    if indices.dim() != 1 or (per_sample_weights is not None and mode != 0) or \
+            not weight.dtype.is_floating_point:
+        return _C.fallback("aten::_embedding_bag", "", weight, indices, offsets,
+                           scale_grad_by_freq, mode, sparse, per_sample_weights,
+                           include_last_offset, padding_idx)
+    b = offsets.numel() - (1 if include_last_offset else 0)
+    ids, keep = _bags(indices, offsets, include_last_offset)
+    keep = keep & (indices != padding_idx)
+    dt = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
+    rows = weight.index_select(0, indices).to(dt)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.to(dt).unsqueeze(1)
+    d = weight.shape[1]
+    count = torch.zeros(b, dtype=torch.long, device=weight.device).index_add(0, ids, keep.long())
+    zeros = torch.zeros(b, d, dtype=dt, device=weight.device)
+    max_indices = torch.zeros(b, dtype=torch.long, device=weight.device)
+    if mode == 2:
+        fill = torch.tensor(float("-inf"), dtype=dt, device=weight.device)
+        at = ids.unsqueeze(1).expand(-1, d)
+        out = zeros.fill_(float("-inf")).scatter_reduce(0, at, torch.where(
+            keep.unsqueeze(1), rows, fill), "amax")
+        first = torch.where(keep.unsqueeze(1) & (rows == out.index_select(0, ids)),
+                            torch.arange(indices.numel(), device=weight.device).unsqueeze(1),
+                            indices.numel())
+        first = torch.full((b, d), indices.numel(), dtype=torch.long,
+                           device=weight.device).scatter_reduce(0, at, first, "amin")
+        empty = (count == 0).unsqueeze(1)
+        max_indices = torch.where(empty, 0, indices.index_select(
+            0, first.clamp(max=max(indices.numel() - 1, 0)).reshape(-1)).reshape(b, d))
+        out = torch.where(empty, 0, out)
+    else:
+        out = zeros.index_add(0, ids, torch.where(keep.unsqueeze(1), rows, 0))
+        if mode == 1:
+            out = torch.where(count.unsqueeze(1) > 0, out / count.clamp(min=1).unsqueeze(1), 0)
+            max_indices = count
+    bag_size = count if mode != 0 else torch.zeros_like(count)
+    return out.to(weight.dtype), ids, bag_size, max_indices
+
+
+def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices,
+                            num_weights, scale_grad_by_freq, mode, sparse, per_sample_weights,
+                            padding_idx=-1):
+    """The dense gradient: each index's row gets its bag's gradient (times its per-sample
+    weight; over the bag's count for mean), or for max each bag's gradient at the rows its
+    maxima came from; padding_idx gets none; scale_grad_by_freq divides by each row's count."""
+    from . import _C
+    if sparse or indices.dim() != 1:
+        return _C.fallback("aten::_embedding_bag_backward", "", grad, indices, offsets,
+                           offset2bag, bag_size, maximum_indices, num_weights,
+                           scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
+    dt = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    g = grad.to(dt)
+    d = grad.shape[1]
+    keep = indices != padding_idx
+    if mode == 2:
+        at = maximum_indices.reshape(-1)
+        cols = torch.arange(d, device=grad.device).repeat(grad.shape[0])
+        nonempty = (bag_size > 0).unsqueeze(1).expand(-1, d).reshape(-1)
+        out = torch.zeros(num_weights * d, dtype=dt, device=grad.device).index_add(
+            0, at * d + cols, torch.where(nonempty, g.reshape(-1), 0)).reshape(num_weights, d)
+    else:
+        ids = offset2bag if offset2bag.numel() == indices.numel() else \
+            _bags(indices, offsets, False, grad.shape[0])[0]
+        rows = g.index_select(0, ids)
+        if mode == 1:
+            rows = rows / bag_size.index_select(0, ids).clamp(min=1).to(dt).unsqueeze(1)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.to(dt).unsqueeze(1)
+        if scale_grad_by_freq:
+            freq = torch.zeros(num_weights, dtype=dt, device=grad.device).index_add(
+                0, indices, keep.to(dt))
+            rows = rows / freq.index_select(0, indices).clamp(min=1).unsqueeze(1)
+        out = torch.zeros(num_weights, d, dtype=dt, device=grad.device).index_add(
+            0, indices, torch.where(keep.unsqueeze(1), rows, 0))
+    return out.to(grad.dtype)
+
+
+def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode,
+                                               padding_idx=-1):
+    """Each index's gradient: its bag's gradient dotted with its row (0 for padding_idx)."""
+    from . import _C
+    if mode != 0 or offset2bag.numel() != indices.numel():
+        return _C.fallback("aten::_embedding_bag_per_sample_weights_backward", "", grad, weight,
+                           indices, offsets, offset2bag, mode, padding_idx)
+    dt = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    dots = (grad.to(dt).index_select(0, offset2bag) *
+            weight.to(dt).index_select(0, indices)).sum(1)
+    return torch.where(indices != padding_idx, dots, 0).to(grad.dtype)
+
+
 def _own_decompositions():
     aten = torch.ops.aten
     return {aten.mm.dtype: _mm_dtype, aten.mm.dtype_out: _mm_dtype_out,
@@ -407,6 +517,11 @@ def _own_decompositions():
             aten.multi_margin_loss.default: _multi_margin_loss,
             aten.multi_margin_loss_backward.default: _multi_margin_loss_backward,
             aten.linalg_matrix_exp.default: _matrix_exp,
+            aten._embedding_bag.default: _embedding_bag,
+            aten._embedding_bag_forward_only.default: _embedding_bag,
+            aten._embedding_bag_backward.default: _embedding_bag_backward,
+            aten._embedding_bag_per_sample_weights_backward.default:
+                _embedding_bag_per_sample_weights_backward,
             aten.histogram.bin_ct: _histogram_bin_ct,
             aten.histogram.bin_ct_out: _into(_histogram_bin_ct),
             aten.histogram.bins_tensor: _histogram_bins_tensor,

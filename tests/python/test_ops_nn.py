@@ -277,3 +277,32 @@ def test_sdpa_fused_attention_overrideable_forward_and_backward(mask):
     assert_same(out, ref, atol=1e-5, rtol=1e-5)
     for a, b in zip(grads[:3], ref_grads):
         assert_same(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_trains_natively(mode):
+    # _embedding_bag and its backwards fell back to CPU. An nn.EmbeddingBag model (offsets,
+    # padding_idx, per-sample weights for sum, include_last_offset) trained a few SGD steps in
+    # strict mode ends with CPU's weights.
+    g = torch.Generator().manual_seed(6)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 2, 0])
+    offsets = torch.tensor([0, 4, 4, 6, 10])  # an empty bag, include_last_offset
+    psw = torch.rand(10, generator=g) if mode == "sum" else None
+    models = []
+    for dev in ("cpu", DEVICE):
+        torch.manual_seed(0)
+        bag = torch.nn.EmbeddingBag(10, 3, mode=mode, padding_idx=2, include_last_offset=True,
+                                    scale_grad_by_freq=mode == "mean").to(dev)
+        opt = torch.optim.SGD(bag.parameters(), lr=0.1)
+        with torch_pjrt.strict(dev == DEVICE):
+            for _ in range(3):
+                out = bag(idx.to(dev), offsets.to(dev),
+                          per_sample_weights=None if psw is None else psw.to(dev))
+                loss = (out * torch.arange(12.0, device=dev).reshape(4, 3)).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        models.append((out, bag.weight))
+    (out_c, w_c), (out_t, w_t) = models
+    assert_same(out_t, out_c, atol=1e-5, rtol=1e-5)
+    assert_same(w_t, w_c, atol=1e-5, rtol=1e-5)
