@@ -208,6 +208,11 @@ KNOWN_CAUSES = {
         ("function", "noncontiguous", "backward"),
         "CPU's bfloat16 kernel returns NaN on these samples; the tpu (float math, rounded once) "
         "is within 0.15% of the float64 result"),
+    ("nn.functional.ctc_loss", "float32"): (
+        ("backward",),
+        "float32 cancellation in the gradient exp(lp) - exp(lcab + nll - lp): CPU and the tpu "
+        "are each 7.6e-5 from the float64 gradient on these samples, and up to 2.7e-5 from each "
+        "other (CPU adds the states of a class pairwise, the tpu shifted by their largest)"),
     ("kron", "float32"): (("backward",), "summation order of the gradient's reduction (2 float32 ulps)"),
     ("erfinv", "float32"): (
         ("backward",),

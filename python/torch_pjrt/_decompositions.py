@@ -19,8 +19,8 @@ would run a whole layer on the host: the eval fast paths of nn.TransformerEncode
 (`_transformer_encoder_layer_fwd`) and nn.MultiheadAttention (`_native_multi_head_attention`),
 and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
 device runs (linear, layer_norm, softmax, bmm). So are a few ops whose CPU kernels the fallback
-would run (the smooth_l1, huber and multi-margin losses and their backwards, matrix_exp, and
-embedding_bag with its backwards), registered below
+would run (the smooth_l1, huber, multi-margin and CTC losses and their backwards, matrix_exp,
+and embedding_bag with its backwards), registered below
 autograd like every tpu kernel: PyTorch's derivative formulas and tensor subclasses (DTensor)
 see the ops themselves. `decomposed_ops()` lists what was registered.
 """
@@ -496,6 +496,122 @@ def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, o
     return torch.where(indices != padding_idx, dots, 0).to(grad.dtype)
 
 
+def _ctc_setup(log_probs, targets, input_lengths, target_lengths, blank):
+    """The extended targets l' (blank, l1, blank, l2, ..., blank) per sample [N, S'], which of
+    their positions exist, where a skip from s - 2 is allowed, and the lengths as tensors."""
+    dev = log_probs.device
+    il = torch.as_tensor(input_lengths, device=dev).long().reshape(-1)
+    tl = torch.as_tensor(target_lengths, device=dev).long().reshape(-1)
+    n = log_probs.shape[1]
+    if targets.dim() == 1:  # concatenated: pad per sample
+        width = int(tl.max().item()) if tl.numel() else 0
+        start = torch.cumsum(tl, 0) - tl
+        pos = start.unsqueeze(1) + torch.arange(width, device=dev)
+        padded = targets.index_select(0, pos.clamp(max=max(targets.numel() - 1, 0)).reshape(-1)) \
+            if targets.numel() else torch.zeros(n * width, dtype=torch.long, device=dev)
+        targets = padded.reshape(n, width)
+    width = targets.shape[1]
+    ext = torch.full((n, 2 * width + 1), blank, dtype=torch.long, device=dev)
+    if width:
+        ext[:, 1::2] = targets.long()
+    s = torch.arange(2 * width + 1, device=dev)
+    exists = s.unsqueeze(0) < (2 * tl + 1).unsqueeze(1)
+    skip = torch.zeros_like(exists)
+    if width > 1:
+        skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    return ext, exists, skip, il, tl
+
+
+def _lse3(a, b, c):
+    """log(e^a + e^b + e^c) shifted by the largest, as CPU's ctc kernels: a largest of -inf
+    shifts by 0 (the sum is -inf), one of +inf is kept (NaN, as on CPU)."""
+    m = torch.maximum(torch.maximum(a, b), c)
+    m0 = torch.where(m == float("-inf"), 0, m)
+    return torch.log(torch.exp(a - m0) + torch.exp(b - m0) + torch.exp(c - m0)) + m0
+
+
+def _shift(x, k, fill):
+    return torch.cat([torch.full_like(x[:, :k], fill), x[:, :-k]], 1) if x.shape[1] > k else \
+        torch.full_like(x, fill)
+
+
+def _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """CPU's forward: log alpha over time (the three-way recursion on the extended targets, one
+    step per time), the loss the log-sum of the last two states at each sample's length."""
+    from . import _C
+    if log_probs.dim() != 3 or log_probs.dtype not in (torch.float32, torch.float64):
+        return _C.fallback("aten::_ctc_loss", "" if isinstance(input_lengths, (list, tuple))
+                           else "Tensor", log_probs, targets, input_lengths, target_lengths,
+                           blank, zero_infinity)
+    ext, exists, skip, il, tl = _ctc_setup(log_probs, targets, input_lengths, target_lengths,
+                                           blank)
+    t_max, n = log_probs.shape[:2]
+    lp = log_probs.transpose(0, 1).gather(2, ext.unsqueeze(1).expand(-1, t_max, -1))  # [N,T,S']
+    ninf = float("-inf")
+    alpha = torch.where(exists & (torch.arange(ext.shape[1], device=ext.device) < 2),
+                        lp[:, 0], ninf)
+    alphas = [alpha]
+    for t in range(1, t_max):
+        prev2 = torch.where(skip, _shift(alpha, 2, ninf), ninf)
+        alpha = torch.where(exists, _lse3(alpha, _shift(alpha, 1, ninf), prev2) + lp[:, t], ninf)
+        alphas.append(alpha)
+    log_alpha = torch.stack(alphas, 1)  # [N, T, S']
+    last = log_alpha.gather(1, (il - 1).clamp(min=0).view(n, 1, 1).expand(
+        -1, 1, ext.shape[1])).squeeze(1)
+    end = (2 * tl).unsqueeze(1)
+    a = last.gather(1, end).squeeze(1)
+    b = torch.where(tl > 0, last.gather(1, (end - 1).clamp(min=0)).squeeze(1), ninf)
+    # an infinite loss stays so under zero_infinity (ctc_loss zeroes it; the backward reads it)
+    return -_lse3(a, b, torch.full_like(a, ninf)), log_alpha
+
+
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths,
+                       neg_log_likelihood, log_alpha, blank, zero_infinity=False):
+    """CPU's backward: log beta from each sample's last time, then per time and class
+    exp(lp) - exp(log-sum over the states of that class of alpha + beta, + nll - lp), times the
+    loss's gradient; 0 past a sample's length, and for an infinite loss under zero_infinity."""
+    from . import _C
+    if log_probs.dim() != 3 or log_probs.dtype not in (torch.float32, torch.float64):
+        return _C.fallback("aten::_ctc_loss_backward", "" if isinstance(
+            input_lengths, (list, tuple)) else "Tensor", grad, log_probs, targets, input_lengths,
+            target_lengths, neg_log_likelihood, log_alpha, blank, zero_infinity)
+    ext, exists, skip, il, tl = _ctc_setup(log_probs, targets, input_lengths, target_lengths,
+                                           blank)
+    t_max, n, c = log_probs.shape
+    sp = ext.shape[1]
+    lp = log_probs.transpose(0, 1).gather(2, ext.unsqueeze(1).expand(-1, t_max, -1))
+    ninf = float("-inf")
+    s = torch.arange(sp, device=ext.device)
+    is_end = exists & ((s.unsqueeze(0) == 2 * tl.unsqueeze(1)) |
+                       ((s.unsqueeze(0) == 2 * tl.unsqueeze(1) - 1) & (tl > 0).unsqueeze(1)))
+    skip_next = torch.cat([skip[:, 2:], torch.zeros_like(skip[:, :2])], 1)  # s -> s + 2 allowed
+    beta = torch.full((n, sp), ninf, dtype=log_probs.dtype, device=log_probs.device)
+    betas = [None] * t_max
+    for t in range(t_max - 1, -1, -1):
+        nxt1 = torch.cat([beta[:, 1:], torch.full_like(beta[:, :1], ninf)], 1)
+        nxt2 = torch.where(skip_next, torch.cat([beta[:, 2:], torch.full_like(
+            beta[:, :2], ninf)], 1), ninf)
+        rec = torch.where(exists, _lse3(beta, nxt1, nxt2) + lp[:, t], ninf)
+        first = (t == il - 1).unsqueeze(1)
+        beta = torch.where(first, torch.where(is_end, lp[:, t], ninf),
+                           torch.where((t < il - 1).unsqueeze(1), rec, ninf))
+        betas[t] = beta
+    ab = log_alpha[:, :t_max, :sp] + torch.stack(betas, 1)  # [N, T, S']
+    m = ab.amax(2, keepdim=True)
+    m = torch.where(m.isinf(), 0, m)
+    summed = torch.zeros(n, t_max, c, dtype=ab.dtype, device=ab.device).scatter_add(
+        2, ext.unsqueeze(1).expand(-1, t_max, -1), torch.exp(ab - m))
+    lcab = torch.log(summed) + m
+    lpt = log_probs.transpose(0, 1)  # [N, T, C]
+    nll = neg_log_likelihood.view(n, 1, 1)
+    g = (torch.exp(lpt) - torch.exp(lcab + nll - lpt)) * grad.view(n, 1, 1)
+    valid = torch.arange(t_max, device=ext.device).unsqueeze(0) < il.unsqueeze(1)
+    g = torch.where(valid.unsqueeze(2), g, 0)
+    if zero_infinity:
+        g = torch.where(neg_log_likelihood.isinf().view(n, 1, 1), 0, g)
+    return g.transpose(0, 1)
+
+
 def _own_decompositions():
     aten = torch.ops.aten
     return {aten.mm.dtype: _mm_dtype, aten.mm.dtype_out: _mm_dtype_out,
@@ -517,6 +633,10 @@ def _own_decompositions():
             aten.multi_margin_loss.default: _multi_margin_loss,
             aten.multi_margin_loss_backward.default: _multi_margin_loss_backward,
             aten.linalg_matrix_exp.default: _matrix_exp,
+            aten._ctc_loss.default: _ctc_loss,
+            aten._ctc_loss.Tensor: _ctc_loss,
+            aten._ctc_loss_backward.default: _ctc_loss_backward,
+            aten._ctc_loss_backward.Tensor: _ctc_loss_backward,
             aten._embedding_bag.default: _embedding_bag,
             aten._embedding_bag_forward_only.default: _embedding_bag,
             aten._embedding_bag_backward.default: _embedding_bag_backward,

@@ -1,10 +1,11 @@
 """Loss functions against CPU under strict mode: binary_cross_entropy (weighted or not, every
-reduction), smooth_l1, huber and multi-margin, forward and backward."""
+reduction), smooth_l1, huber, multi-margin and CTC, forward and backward."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tpu_helpers import DTYPES, F32, check_strict, make
+import torch_pjrt
+from tpu_helpers import DEVICE, DTYPES, F32, assert_same, check_strict, make
 
 
 @DTYPES
@@ -45,3 +46,34 @@ def test_multi_margin_loss_runs_natively_with_cpus_nan_semantics(p, reduction):
     check_strict(lambda a: F.multi_margin_loss(a, torch.tensor(2, device=a.device), p=p,
                                                reduction=reduction), make((5,), F32, seed=3),
                  backward=True)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("form", ["padded", "concatenated"])
+def test_ctc_loss_runs_natively(reduction, form):
+    # _ctc_loss and its backward fell back to CPU (speech models fine-tuned with CTC, as
+    # Wav2Vec2ForCTC is, train through them). Alpha and beta recursions over time on the device:
+    # a repeated label, an empty target, shorter inputs, and an impossible alignment (an
+    # infinite loss, zeroed under zero_infinity), with lengths as lists and as tensors.
+    g = torch.Generator().manual_seed(7)
+    t, n, c, s = 12, 5, 6, 5
+    log_probs = torch.randn(t, n, c, generator=g).log_softmax(2)
+    targets = torch.randint(1, c, (n, s), generator=g)
+    targets[1, 1] = targets[1, 0]
+    in_len, tgt_len = torch.tensor([12, 10, 12, 7, 3]), torch.tensor([5, 3, 0, 4, 5])
+    if form == "concatenated":
+        targets = torch.cat([targets[i, :tgt_len[i]] for i in range(n)])
+    for zero_infinity in (False, True):
+        for lengths in ((in_len, tgt_len), (in_len.tolist(), tgt_len.tolist())):
+            got, want = [], []
+            for dev, out in (("cpu", want), (DEVICE, got)):
+                x = log_probs.to(dev).requires_grad_()
+                lens = [v.to(dev) if isinstance(v, torch.Tensor) else v for v in lengths]
+                with torch_pjrt.strict(dev == DEVICE):
+                    loss = F.ctc_loss(x, targets.to(dev), *lens, reduction=reduction,
+                                      zero_infinity=zero_infinity)
+                    (grad,) = torch.autograd.grad(loss.sum() if zero_infinity or
+                                                  reduction == "none" else loss, x)
+                out += [loss, grad]
+            for a, b in zip(got, want):
+                assert_same(a, b, atol=1e-5, rtol=1e-5)
