@@ -734,6 +734,13 @@ void tp_emit_index_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_o
     x = tp_hlo_select(b, touched, tp_hlo_broadcast_to(b, id, x.ndim, x.dims), x);
   }
   tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, x, idx, upd, hop);
+  if ((red == TP_RED_AMAX || red == TP_RED_AMIN) && tp_dtype_is_float(dt)) {
+    /* A NaN wins, as in CPU's kernel (the scatter's max/min combiner does not keep it). */
+    tp_hlo_value_t none = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), x.ndim, x.dims);
+    tp_hlo_value_t nan_in = tp_hlo_scatter_1d_op(b, none, idx, tp_hlo_compare(b, TP_CMP_NE, upd, upd), TP_HLO_OR);
+    nan_in = tp_hlo_binary(b, TP_HLO_OR, nan_in, tp_hlo_compare(b, TP_CMP_NE, x, x));
+    r = tp_hlo_select(b, nan_in, tp_hlo_broadcast_to(b, tp_hlo_convert(b, tp_hlo_constant(b, TP_DTYPE_F64, NAN), dt), x.ndim, x.dims), r);
+  }
   if (red == TP_RED_MEAN) {
     tp_hlo_value_t c0 = tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, include_self ? 1 : 0), x.ndim, x.dims);
     tp_hlo_value_t ones = tp_hlo_broadcast_to(b, tp_hlo_constant(b, dt, 1), upd.ndim, upd.dims);

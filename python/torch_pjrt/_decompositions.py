@@ -20,7 +20,7 @@ would run a whole layer on the host: the eval fast paths of nn.TransformerEncode
 and `_masked_softmax` under them. Their tpu kernels are the same computation in the ops the
 device runs (linear, layer_norm, softmax, bmm). So are a few ops whose CPU kernels the fallback
 would run (the smooth_l1, huber, multi-margin and CTC losses and their backwards, matrix_exp,
-and embedding_bag with its backwards), registered below
+embedding_bag and segment_reduce with their backwards), registered below
 autograd like every tpu kernel: PyTorch's derivative formulas and tensor subclasses (DTensor)
 see the ops themselves. `decomposed_ops()` lists what was registered.
 """
@@ -612,6 +612,91 @@ def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths,
     return g.transpose(0, 1)
 
 
+_SEGMENT_EMPTY = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": float("-inf"),
+                  "min": float("inf")}
+
+
+def _segments(data, lengths, offsets, axis):
+    """data as [L, N, R] (L the dims before axis, R those after), each position's segment
+    [L, N] (S past the last segment) and the segments' lengths [L, S]."""
+    if lengths is None:
+        lengths = offsets[..., 1:] - offsets[..., :-1]
+    axis = axis % data.dim()
+    n = data.shape[axis]
+    lead = math.prod(data.shape[:axis])
+    x = data.reshape(lead, n, -1)
+    lens = lengths.reshape(lead, -1).long()
+    pos = torch.arange(n, device=data.device).expand(lead, n).contiguous()
+    ids = torch.searchsorted(torch.cumsum(lens, 1), pos, right=True)
+    return x, ids, lens, axis
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                    unsafe=False, initial=None):
+    """CPU's kernel: each segment reduced with the initial value (mean: (initial + sum) / length);
+    an empty segment gives the initial value, or 0, 1, -inf, +inf (NaN for mean)."""
+    from . import _C
+    if indices is not None or reduce not in _SEGMENT_EMPTY or \
+            not data.dtype.is_floating_point:
+        return _C.fallback("aten::segment_reduce", "", data, reduce, lengths=lengths,
+                           indices=indices, offsets=offsets, axis=axis, unsafe=unsafe,
+                           initial=initial)
+    x, ids, lens, axis = _segments(data, lengths, offsets, axis)
+    segs = lens.shape[1]
+    start = _SEGMENT_EMPTY[reduce] if initial is None else float(initial)
+    base = torch.full((x.shape[0], segs + 1, x.shape[2]), start, dtype=x.dtype, device=x.device)
+    at = ids.unsqueeze(2).expand(x.shape)
+    if reduce in ("sum", "mean"):
+        out = base.scatter_add(1, at, x)
+    else:
+        out = base.scatter_reduce(1, at, x, {"prod": "prod", "max": "amax", "min": "amin"}[reduce])
+    out = out[:, :segs]
+    if reduce == "mean":
+        n = lens.unsqueeze(2).to(x.dtype)
+        empty = float("nan") if initial is None else float(initial)
+        out = torch.where(n > 0, out / n.clamp(min=1), empty)
+    return out.reshape(data.shape[:axis] + (segs,) + data.shape[axis + 1:])
+
+
+def _segment_reduce_backward(grad, output, data, reduce, *, lengths=None, offsets=None, axis=0,
+                             initial=None):
+    """CPU's gradient: sum passes each segment's gradient to its positions, mean over the
+    length; max and min share it among the positions equal to the result; prod gives each
+    position the product of the others (one zero in a segment: only it gets one)."""
+    from . import _C
+    if reduce not in _SEGMENT_EMPTY or not data.dtype.is_floating_point:
+        return _C.fallback("aten::_segment_reduce_backward", "", grad, output, data, reduce,
+                           lengths=lengths, offsets=offsets, axis=axis, initial=initial)
+    x, ids, lens, axis = _segments(data, lengths, offsets, axis)
+    segs = lens.shape[1]
+    at = ids.unsqueeze(2).expand(x.shape)
+
+    def per_position(t):  # [L, S, R] -> [L, N, R], 0 past the segments
+        t = torch.cat([t.reshape(x.shape[0], segs, -1), torch.zeros_like(t.reshape(
+            x.shape[0], segs, -1)[:, :1])], 1)
+        return t.gather(1, at)
+
+    g = per_position(grad)
+    if reduce == "mean":
+        g = g / per_position(lens.unsqueeze(2).to(x.dtype).clamp(min=1).expand(
+            -1, -1, x.shape[2]))
+    elif reduce in ("max", "min"):
+        hit = (x == per_position(output)) | (x.isnan() & per_position(output).isnan())
+        ties = torch.zeros(x.shape[0], segs + 1, x.shape[2], dtype=x.dtype,
+                           device=x.device).scatter_add(1, at, hit.to(x.dtype))[:, :segs]
+        g = torch.where(hit, g / per_position(ties.clamp(min=1)), 0)
+    elif reduce == "prod":
+        zero = x == 0
+        start = 1.0 if initial is None else float(initial)
+        base = torch.full((x.shape[0], segs + 1, x.shape[2]), start, dtype=x.dtype,
+                          device=x.device)
+        others = base.scatter_reduce(1, at, torch.where(zero, 1, x), "prod")[:, :segs]
+        zeros = torch.zeros_like(base).scatter_add(1, at, zero.to(x.dtype))[:, :segs]
+        g = torch.where(zero, torch.where(per_position(zeros) == 1, g * per_position(others), 0),
+                        g * per_position(output) / x)
+    return torch.where((ids < segs).unsqueeze(2), g, 0).reshape(data.shape)
+
+
 def _own_decompositions():
     aten = torch.ops.aten
     return {aten.mm.dtype: _mm_dtype, aten.mm.dtype_out: _mm_dtype_out,
@@ -633,6 +718,8 @@ def _own_decompositions():
             aten.multi_margin_loss.default: _multi_margin_loss,
             aten.multi_margin_loss_backward.default: _multi_margin_loss_backward,
             aten.linalg_matrix_exp.default: _matrix_exp,
+            aten.segment_reduce.default: _segment_reduce,
+            aten._segment_reduce_backward.default: _segment_reduce_backward,
             aten._ctc_loss.default: _ctc_loss,
             aten._ctc_loss.Tensor: _ctc_loss,
             aten._ctc_loss_backward.default: _ctc_loss_backward,

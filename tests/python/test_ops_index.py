@@ -339,3 +339,19 @@ def test_gather_and_indexing_of_complex_tensors_run_natively():
             assert_same(x.to(DEVICE)[pos.to(DEVICE)], x[pos])
             assert_same(x.to(DEVICE)[pos.to(DEVICE), 2:4], x[pos, 2:4])
             assert_same(x.to(DEVICE)[mask.to(DEVICE)], x[mask])
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_extremes_keep_nan(reduce, include_self):
+    # XLA's scatter with a max/min combiner dropped a NaN that CPU's kernel keeps (found by
+    # segment_reduce's NaN samples): a NaN source or (with include_self) self value wins.
+    nan = float("nan")
+    src = torch.tensor([1.0, nan, 2, 7, 3, 0, 4, -1, 2, nan])
+    index = torch.tensor([0, 0, 0, 2, 2, 3, 4, 4, 4, 4])
+    self_ = torch.tensor([0.0, 0, nan, 0, 0, 0])
+    want = self_.scatter_reduce(0, index, src, reduce, include_self=include_self)
+    with torch_pjrt.strict():
+        got = self_.to(DEVICE).scatter_reduce(0, index.to(DEVICE), src.to(DEVICE), reduce,
+                                              include_self=include_self)
+    assert_same(got, want)
