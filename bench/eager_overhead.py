@@ -1,7 +1,17 @@
 """Per-op wall time of eager `add` on "tpu" (executable cache hit) against PyTorch's own CPU, in
 one run. Small = 1 KiB, medium = 1 MiB of float32. Prints medians of several repeats and the ratio
-(tpu / cpu: below 1 means tpu is faster)."""
+(tpu / cpu: below 1 means tpu is faster).
+
+Then what shape buckets cost a loop whose shapes never change: a training step of
+nn.TransformerEncoderLayer(64, 4, 128) on a fixed 8 x 32 x 64 batch (SGD), tpu eager, in child
+processes with TORCH_PJRT_SHAPE_BUCKETS=off and with the default, alternating, PyTorch at 1
+thread; the median steps/s of each, their ratio (target >= 0.95) and the bucketed calls per step
+after warm-up (target 0)."""
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -45,5 +55,56 @@ def main():
           f"({'met' if small <= 20 else 'NOT met'})")
 
 
+_TRAIN_STEP = """
+import json, time, torch, torch_pjrt
+torch.set_num_threads(1)
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).to("tpu")
+opt = torch.optim.SGD(layer.parameters(), lr=0.01)
+x = torch.randn(8, 32, 64).to("tpu")
+def step():
+    loss = layer(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+for _ in range(3):
+    step()
+torch.tpu.synchronize()
+torch_pjrt.reset_stats()
+n = 100
+t0 = time.perf_counter()
+for _ in range(n):
+    step()
+torch.tpu.synchronize()
+rate = n / (time.perf_counter() - t0)
+print(json.dumps({"steps_per_s": rate, "bucketed_calls": torch_pjrt.stats()["bucketed_calls"] / n}))
+"""
+
+
+def train_step(policy):
+    env = dict(os.environ, TORCH_PJRT_SHAPE_BUCKETS=policy, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", _TRAIN_STEP], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def buckets_on_a_fixed_loop(runs=3):
+    got = {"off": [], "pow2": []}
+    for _ in range(runs):  # alternating, so a busy moment hurts both
+        for policy in got:
+            got[policy].append(train_step(policy))
+    rate = {p: statistics.median(r["steps_per_s"] for r in v) for p, v in got.items()}
+    calls = max(r["bucketed_calls"] for r in got["pow2"])
+    print(f"\nfixed-shape training step (TransformerEncoderLayer(64, 4, 128), 8 x 32 x 64, SGD), "
+          f"median of {runs} runs each, PyTorch at 1 thread")
+    print(f"{'buckets':<10}{'steps/s':>10}")
+    for p in got:
+        print(f"{p:<10}{rate[p]:>10.1f}")
+    ratio = rate["pow2"] / rate["off"]
+    print(f"default/off: {ratio:.2f} (target >= 0.95: {'met' if ratio >= 0.95 else 'NOT met'}); "
+          f"bucketed calls per step after warm-up: {calls:g} (target 0)")
+
+
 if __name__ == "__main__":
     main()
+    buckets_on_a_fixed_loop()

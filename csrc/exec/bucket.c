@@ -83,12 +83,23 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
 
 /* ---- which dims vary: per site, the sizes it first ran with ----
  * A site is a kind of call (its op, argument dtypes and ranks, non-tensor arguments: everything
- * but sizes) in the context of the kinds of the CONTEXT calls just before it. Eager mode has no call
- * sites, but a model's forward runs the same sequence of kinds whatever the sequence length, so
- * the context tells apart, say, the attention's input projection from its output projection:
- * each keeps its own sizes, and only a dim that changes at one site is padded there. */
+ * but sizes) in the context of the kinds of the CONTEXT calls just before it, and of its place in
+ * a run of calls of its own kind. Eager mode has no call sites, but a model's forward runs the
+ * same sequence of kinds whatever the sequence length, so the context tells apart, say, the
+ * attention's input projection from its output projection, and the place in a run an optimizer's
+ * update of each parameter: each keeps its own sizes, and only a dim that changes at one site is
+ * padded there.
+ * Evidence, not suspicion: a site remembers the signatures (sizes and places) it has met, up to
+ * SEEN, and which of them ran exactly. A new signature at a site runs the bucket's program; one
+ * that ran exactly runs so again. A site settles when its first signature comes round again
+ * with no new one since: its calls repeat (a fixed-shape training step whose sites still
+ * collide), so each signature it meets from then on runs exactly, compiling its exact program
+ * once; after one pass such a loop runs exact programs only. A site that has met more than SEEN
+ * signatures varies for real (generate's growing lengths, a sweep over prompt lengths) and never
+ * settles: its sizes must not each compile exactly. */
 
 #define SITES 4096
+#define SEEN 4
 typedef struct {
   uint64_t hash; /* 0: empty */
   int n;         /* tensor dims of the call, all arguments and outputs */
@@ -97,6 +108,11 @@ typedef struct {
   uint32_t *varying; /* per argument, a bit per dim */
   uint32_t varying_out[TP_MAX_OUTS]; /* per output, a bit per dim */
   bool moved; /* a view's offset or its storage's buffer length has changed here */
+  uint64_t seen[SEEN]; /* the signatures met here, the first first */
+  uint32_t ran_exact; /* a bit per seen signature */
+  int n_seen;
+  bool many;    /* more than SEEN met */
+  bool settled; /* seen[0] has come round again, and no new signature since */
 } site_t;
 
 /* Where a tensor argument lies, beyond its sizes: its offset and its storage's buffer length
@@ -133,18 +149,41 @@ static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const 
 
 #define CONTEXT 2
 /* The kinds of the last calls on this thread, newest first (autograd runs the backward on a
- * thread of its own: each thread repeats its own sequence). */
+ * thread of its own: each thread repeats its own sequence), and how many calls in a row before
+ * this one had the newest kind. */
 static _Thread_local uint64_t g_recent[CONTEXT];
+static _Thread_local uint64_t g_run;
 
 /* The site of a call of kind |kind|; then |kind| becomes the newest of the context. */
 static uint64_t site_of(uint64_t kind) {
+  g_run = kind == g_recent[0] ? g_run + 1 : 0;
   /* Multiplied before each mix: a call after one of its own kind must not cancel out (k ^ k). */
   uint64_t h = kind;
   for (int i = 0; i < CONTEXT; i++) h = (h * 0x100000001b3ull) ^ g_recent[i];
+  h = (h * 0x100000001b3ull) ^ g_run;
   h *= 0x100000001b3ull;
   memmove(&g_recent[1], &g_recent[0], sizeof(uint64_t) * (CONTEXT - 1));
   g_recent[0] = kind;
   return h | 1;
+}
+
+/* A call's signature: its tensors' sizes and (arguments) places. */
+static uint64_t signature(const tp_eager_arg_t *args, int n_args, const tp_meta_t *outs,
+                          int n_out) {
+  uint64_t h = 0xcbf29ce484222325ull;
+#define TP_MIX(v) (h = (h ^ (uint64_t)(v)) * 0x100000001b3ull)
+  for (int a = 0; a < n_args; a++) {
+    if (args[a].arg.kind != TP_ARG_TENSOR) continue;
+    int64_t where[2];
+    lie(&args[a].view, where);
+    for (int d = 0; d < args[a].view.ndim; d++) TP_MIX(args[a].view.sizes[d]);
+    TP_MIX(where[0]);
+    TP_MIX(where[1]);
+  }
+  for (int k = 0; k < n_out; k++)
+    for (int d = 0; d < outs[k].ndim; d++) TP_MIX(outs[k].sizes[d]);
+#undef TP_MIX
+  return h;
 }
 
 /* Records the call's sizes under its site |h| and fills |padded| (per argument, the dims whose
@@ -185,10 +224,29 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, const tp
         }
       for (int k = 0; k < n_out; k++)
         for (int d = 0; d < outs[k].ndim; d++) s->first[at++] = outs[k].sizes[d];
+      s->seen[0] = signature(args, n_args, outs, n_out);
+      s->n_seen = 1;
+      s->ran_exact = 1;
       return false; /* the first call at a site runs exactly */
     }
   }
   if (!kd || kd->n != n) return false; /* full, or a hash collision */
+  bool exact = false;
+  const uint64_t sig = signature(args, n_args, outs, n_out);
+  int met = -1;
+  for (int i = 0; i < kd->n_seen && met < 0; i++)
+    if (kd->seen[i] == sig) met = i;
+  if (met < 0) {
+    kd->settled = false;
+    if (kd->n_seen < SEEN) kd->seen[kd->n_seen++] = sig;
+    else kd->many = true;
+  } else if (met == 0) {
+    kd->settled = true;
+  }
+  if (met >= 0 && !kd->many && (kd->settled || (kd->ran_exact >> met & 1))) {
+    kd->ran_exact |= 1u << met; /* runs exactly (below) */
+    exact = true;
+  }
   bool any = false, first = true;
   int at = 0;
   for (int a = 0, lt = n; a < n_args; a++) {
@@ -219,9 +277,10 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, const tp
       if (outs[k].sizes[d] <= 1) padded_out[k] &= ~(1u << d);
     any = any || padded_out[k];
   }
-  /* The first sizes and places again: the exact program they compiled. A site whose views
+  /* The first sizes and places, or a signature that runs exactly (above). A site whose views
    * move runs the bucket's program even with no dim padded: it takes offsets as inputs. */
-  return (any || kd->moved) && !first;
+  if (first || exact) return false;
+  return any || kd->moved;
 }
 
 /* ---- the bucketed program ---- */

@@ -1,9 +1,12 @@
 /* Shape buckets in eager mode: one program serves every shape of a bucket, so a sequence length
  * that grows by one token does not compile every op again.
  *
- * Which dims: a call's kind (op, argument dtypes and ranks, non-tensor arguments) remembers the
- * sizes it first ran with; a dim whose size later differs is padded from then on (as Dynamo's
- * automatic dynamic shapes do). A workload whose shapes never change compiles exact programs only.
+ * Which dims: a call's site (its kind: op, argument dtypes and ranks, non-tensor arguments; in
+ * the context of the calls before it) remembers the sizes it first ran with; a dim whose size
+ * later differs is padded from then on (as Dynamo's automatic dynamic shapes do). A workload
+ * whose shapes never change compiles exact programs only, and one whose calls repeat (a
+ * fixed-shape loop whose sites collide) runs exact programs only after its first pass (bucket.c:
+ * a site settles).
  * A site whose views move (an offset, or the length of a storage's buffer, differs from its first
  * call's) runs the bucket's program too, nothing padded: offsets are inputs there, not part of the
  * program, so the last token of growing ids costs no program per step.
