@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "exec/exec.h"
@@ -14,15 +15,15 @@
 
 #define MAX_LIST 32
 static struct {
-  bool read, off;
+  bool off;
   int64_t floor; /* pow2: the smallest bucket */
   int n;         /* list: its sizes, ascending */
   int64_t list[MAX_LIST];
 } g_policy;
 
-static void read_policy(void) {
-  if (g_policy.read) return;
-  g_policy.read = true;
+/* Parsed once, whichever thread asks first (pthread_once: no caller sees a half-read policy,
+ * such as floor 0, which would make tp_bucket_size spin). */
+static void parse_policy(void) {
   g_policy.floor = 16;
   const char *v = getenv("TORCH_PJRT_SHAPE_BUCKETS");
   if (!v || !*v || strcmp(v, "pow2") == 0) return;
@@ -52,6 +53,11 @@ static void read_policy(void) {
     }
   }
   g_policy.floor = 1;
+}
+
+static void read_policy(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, parse_policy);
 }
 
 bool tp_bucket_enabled(void) {
