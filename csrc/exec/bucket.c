@@ -104,6 +104,8 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
  * signatures varies for real (generate's growing lengths, a sweep over prompt lengths) and never
  * settles: its sizes must not each compile exactly. */
 
+/* g_sites, and every site in it, is read and written under the executor lock (tp_bucket_run's
+ * callers hold it); the context (g_recent, g_run) is per thread. */
 #define SITES 4096
 #define SEEN 4
 typedef struct {

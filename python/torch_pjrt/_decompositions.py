@@ -27,6 +27,7 @@ see the ops themselves. `decomposed_ops()` lists what was registered.
 import math
 
 import torch
+from torch._prims_common import get_computation_dtype
 
 _lib = None
 _registered = []
@@ -78,7 +79,7 @@ def _scores(query, key, value, attn_bias, is_causal, scale):
     """q k^T * scale + bias as PyTorch's math path computes it: 16-bit inputs in float32, q and k
     each scaled by sqrt(scale), a causal mask aligned top-left. Returns the scores, q, k, v in
     that precision and the scale."""
-    acc = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    acc = get_computation_dtype(query.dtype)
     q, k, v = (t.to(acc) for t in (query, key, value))
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     root = math.sqrt(abs(scale))
@@ -295,14 +296,18 @@ def _histogram_bins_tensor(self, bins, *, weight=None, density=False):
     return _histogram_counts(self, bins.to(self.dtype), weight, density)
 
 
-def _into(fn):
-    """The out= form of |fn|: its results written into |hist| and |bin_edges|."""
-    def out_form(*args, hist, bin_edges, **kwargs):
-        h, e = fn(*args, **kwargs)
-        hist.resize_(h.shape).copy_(h)
-        bin_edges.resize_(e.shape).copy_(e)
-        return hist, bin_edges
-    return out_form
+def out_form(fn, names):
+    """The out= form of |fn|: its results (a result of None is left alone) written into the
+    out= arguments |names|, in order."""
+    def run(*args, **kwargs):
+        outs = [kwargs.pop(n) for n in names]
+        results = fn(*args, **kwargs)
+        single = not isinstance(results, tuple)
+        for o, r in zip(outs, (results,) if single else results):
+            if r is not None:
+                o.resize_(r.shape).copy_(r)
+        return outs[0] if single else tuple(outs)
+    return run
 
 
 def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
@@ -371,7 +376,7 @@ def _matrix_exp(self):
         return _C.fallback("aten::linalg_matrix_exp", "", self)
     if self.shape[-1] == 0:
         return self.clone()
-    dt = torch.float32 if self.dtype in (torch.float16, torch.bfloat16) else self.dtype
+    dt = get_computation_dtype(self.dtype)
     a = self.to(dt)
     theta = 1.090863719290036 if dt == torch.float64 else 3.010066362817634
     s = torch.ceil(torch.log2(a.abs().sum(-2).amax(-1) / theta)).clamp(min=0)
@@ -387,15 +392,14 @@ def _matrix_exp(self):
     return e.to(self.dtype)
 
 
-def _bags(indices, offsets, include_last_offset, bags=None):
+def _bags(indices, offsets, include_last_offset):
     """Each index's bag (searchsorted of its position in the bags' starts) and whether it is in
     one (with include_last_offset, positions past the last offset are not)."""
     n = indices.numel()
-    starts = offsets[:-1] if include_last_offset and bags is None else offsets
+    starts = offsets[:-1] if include_last_offset else offsets
     pos = torch.arange(n, device=indices.device)
     ids = torch.searchsorted(starts, pos, right=True) - 1
-    inside = pos < offsets[-1] if include_last_offset and bags is None else torch.ones_like(
-        pos, dtype=torch.bool)
+    inside = pos < offsets[-1] if include_last_offset else torch.ones_like(pos, dtype=torch.bool)
     return ids.clamp(min=0), inside
 
 
@@ -414,7 +418,7 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     b = offsets.numel() - (1 if include_last_offset else 0)
     ids, keep = _bags(indices, offsets, include_last_offset)
     keep = keep & (indices != padding_idx)
-    dt = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
+    dt = get_computation_dtype(weight.dtype)
     rows = weight.index_select(0, indices).to(dt)
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.to(dt).unsqueeze(1)
@@ -456,7 +460,7 @@ def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximu
         return _C.fallback("aten::_embedding_bag_backward", "", grad, indices, offsets,
                            offset2bag, bag_size, maximum_indices, num_weights,
                            scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)
-    dt = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    dt = get_computation_dtype(grad.dtype)
     g = grad.to(dt)
     d = grad.shape[1]
     keep = indices != padding_idx
@@ -468,7 +472,7 @@ def _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximu
             0, at * d + cols, torch.where(nonempty, g.reshape(-1), 0)).reshape(num_weights, d)
     else:
         ids = offset2bag if offset2bag.numel() == indices.numel() else \
-            _bags(indices, offsets, False, grad.shape[0])[0]
+            _bags(indices, offsets, False)[0]
         rows = g.index_select(0, ids)
         if mode == 1:
             rows = rows / bag_size.index_select(0, ids).clamp(min=1).to(dt).unsqueeze(1)
@@ -490,7 +494,7 @@ def _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, o
     if mode != 0 or offset2bag.numel() != indices.numel():
         return _C.fallback("aten::_embedding_bag_per_sample_weights_backward", "", grad, weight,
                            indices, offsets, offset2bag, mode, padding_idx)
-    dt = torch.float32 if grad.dtype in (torch.float16, torch.bfloat16) else grad.dtype
+    dt = get_computation_dtype(grad.dtype)
     dots = (grad.to(dt).index_select(0, offset2bag) *
             weight.to(dt).index_select(0, indices)).sum(1)
     return torch.where(indices != padding_idx, dots, 0).to(grad.dtype)
@@ -730,9 +734,9 @@ def _own_decompositions():
             aten._embedding_bag_per_sample_weights_backward.default:
                 _embedding_bag_per_sample_weights_backward,
             aten.histogram.bin_ct: _histogram_bin_ct,
-            aten.histogram.bin_ct_out: _into(_histogram_bin_ct),
+            aten.histogram.bin_ct_out: out_form(_histogram_bin_ct, ("hist", "bin_edges")),
             aten.histogram.bins_tensor: _histogram_bins_tensor,
-            aten.histogram.bins_tensor_out: _into(_histogram_bins_tensor),
+            aten.histogram.bins_tensor_out: out_form(_histogram_bins_tensor, ("hist", "bin_edges")),
             aten._native_multi_head_attention.default: _native_multi_head_attention,
             aten._transformer_encoder_layer_fwd.default: _transformer_encoder_layer_fwd}
 

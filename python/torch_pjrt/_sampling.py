@@ -25,15 +25,13 @@ import functools
 import math
 
 import torch
+from torch._prims_common import get_computation_dtype
 
 from . import _C
+from ._decompositions import out_form
 
 _lib = None
 _registered = []
-
-
-def _opmath(dtype):
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 # ---- interpolation ----
@@ -108,7 +106,7 @@ def _taps(mode, in_size, out_size, align_corners, scale, dtype, device):
     """One axis's taps on |device| for input of |dtype|: (indices [out, K], weights [out, K] in
     the math type, valid mask or None). CPU computes the weights in the math type and stores
     them in the input's dtype (bfloat16 weights, float sums): so are these."""
-    math_type = _opmath(dtype)
+    math_type = get_computation_dtype(dtype)
     if mode == "bicubic":
         idx, w, valid = _cubic_taps(in_size, out_size, align_corners, scale, math_type)
     else:
@@ -164,7 +162,7 @@ def _interpolation(mode):
         if self.dtype == torch.uint8 or self.dim() != 4 or not self.dtype.is_floating_point:
             return _C.fallback(f"aten::{op_name}", "", self, output_size, align_corners,
                                scales_h, scales_w)
-        dt = _opmath(self.dtype)
+        dt = get_computation_dtype(self.dtype)
         th, tw = _interp_taps(mode, self.shape[2:], output_size, align_corners,
                               (scales_h, scales_w), self.dtype, self.device)
         y = self.to(dt)
@@ -182,7 +180,7 @@ def _interpolation(mode):
         if not grad_output.dtype.is_floating_point:
             return _C.fallback(f"aten::{op_name}_backward", "", grad_output, output_size,
                                input_size, align_corners, scales_h, scales_w)
-        dt = _opmath(grad_output.dtype)
+        dt = get_computation_dtype(grad_output.dtype)
         # CPU's backward keeps the weights in the math type
         th, tw = _interp_taps(mode, input_size[2:], output_size, align_corners,
                               (scales_h, scales_w), dt, grad_output.device)
@@ -324,7 +322,7 @@ def _grid_sampler(nd):
                                interpolation_mode, padding_mode, align_corners, output_mask)
         # In float for 16-bit dtypes, rounded once: CPU accumulates each pixel's gradient in
         # bfloat16 in its own order, which cannot be reproduced; this is nearer the exact sum.
-        dt = _opmath(input.dtype)
+        dt = get_computation_dtype(input.dtype)
         axes = _grid_setup(input, grid, padding_mode, align_corners, dt)
         n, c = input.shape[:2]
         flat = input.to(dt).reshape(n, c, -1)
@@ -365,20 +363,6 @@ def _grid_sampler(nd):
 
 # ---- registration ----
 
-def _out_form(fn):
-    def out_form(*args, **kwargs):
-        outs = [kwargs.pop(k) for k in [k for k in kwargs if k in ("out", "grad_input",
-                                                                    "out0", "out1")]]
-        results = fn(*args, **kwargs)
-        single = not isinstance(results, tuple)
-        for o, r in zip(outs, (results,) if single else results):
-            if r is not None:
-                o.resize_(r.shape)
-                o.copy_(r)
-        return outs[0] if single else tuple(outs)
-    return out_form
-
-
 def _kernels():
     k = {}
     for mode in ("bicubic", "bilinear_aa", "bicubic_aa"):
@@ -399,7 +383,8 @@ def register():
             op = getattr(packet, overload)
             if overload == "vec":  # composite: it calls the default overload
                 continue
-            _lib.impl(op, fn if overload == "default" else _out_form(fn), "PrivateUse1")
+            outs = [a.name for a in op._schema.arguments if a.is_out]
+            _lib.impl(op, out_form(fn, outs) if outs else fn, "PrivateUse1")
             _registered.append(op.name())
     _registered.sort()
 

@@ -15,12 +15,9 @@ Left on CPU, with the fallback's usual accounting: ps_roi_align, ps_roi_pool and
 (rarely used by the models torchvision ships; the same gather form would serve them).
 """
 import torch
+from torch._prims_common import get_computation_dtype
 
 _lib = None
-
-
-def _compute_dtype(t):
-    return torch.float32 if t.dtype in (torch.float16, torch.bfloat16) else t.dtype
 
 
 # ---- roi_align ----
@@ -93,7 +90,7 @@ def _roi_align_points(rois, spatial_scale, pooled_h, pooled_w, sampling_ratio, a
 
 def roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_ratio, aligned):
     n, c, height, width = input.shape
-    dtype = _compute_dtype(input)
+    dtype = get_computation_dtype(input.dtype)
     pixels = input.to(dtype).permute(0, 2, 3, 1).reshape(n * height * width, c)
     batch = rois[:, 0].long()[:, None, None, None]
     out = None
@@ -106,7 +103,7 @@ def roi_align(input, rois, spatial_scale, pooled_height, pooled_width, sampling_
 
 def roi_align_backward(grad, rois, spatial_scale, pooled_height, pooled_width, batch_size,
                        channels, height, width, sampling_ratio, aligned):
-    dtype = _compute_dtype(grad)
+    dtype = get_computation_dtype(grad.dtype)
     g = grad.to(dtype).permute(0, 2, 3, 1)  # [K, PH, PW, C]
     batch = rois[:, 0].long()[:, None, None, None]
     acc = torch.zeros(batch_size * height * width, channels, dtype=dtype, device=grad.device)
