@@ -41,8 +41,9 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
                            int device, bool *out_ran);
 
 /* While paused (on this thread), calls run exactly: for callers that hand a copy's buffer to a
- * program expecting its exact length (a collective's dense temporaries). Returns the previous
- * state. */
+ * program expecting its exact length (a collective's dense temporaries), and for calls whose
+ * results must not depend on what ran before (the glue's, under PyTorch's deterministic mode).
+ * Returns the previous state. */
 bool tp_bucket_pause(bool paused);
 
 /* The policy's size for a padded dim of live size |size|. */

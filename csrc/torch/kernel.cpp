@@ -2,6 +2,7 @@
 // the CPU fallback for every op the table does not lower (counted, strict mode), and
 // torch.autocast("tpu")'s op policy. See glue.h.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/native/CPUFallback.h>
@@ -33,7 +34,23 @@
 
 #include "torch/glue.h"
 
+#include "exec/bucket.h"
+
 namespace tp_glue {
+
+// Runs a call on the device. Under torch.use_deterministic_algorithms(True) it runs its exact
+// program: whether a call runs bucketed depends on what ran before it (exec/bucket.c), and a
+// bucketed program's padded reductions round unlike the exact one's, so results would depend on
+// the process's history (a run resumed from a checkpoint would part from the first by rounding).
+static tp_status_t* run_on_device(int op, tp_eager_arg_t* args, int n_args, const tp_meta_t* metas,
+                                  const tp_view_t* outs, int n_out) {
+  if (!at::globalContext().deterministicAlgorithms())
+    return tp_eager_run(op, args, n_args, metas, outs, n_out);
+  const bool was = tp_bucket_pause(true);
+  tp_status_t* s = tp_eager_run(op, args, n_args, metas, outs, n_out);
+  tp_bucket_pause(was);
+  return s;
+}
 
 // ---- fallback accounting ----
 
@@ -447,7 +464,7 @@ int64_t count_pass(int op, tp_eager_arg_t* eargs, int ne, tp_meta_t* metas, int*
     t = at::empty({}, at::TensorOptions().dtype(at::kLong).device(dev));
   }
   tp_view_t v = view_or_throw(t, tp_op_table[op].name);
-  check(tp_eager_run(op, eargs, ne, metas, &v, 1));
+  check(run_on_device(op, eargs, ne, metas, &v, 1));
   int64_t n = 0;
   check(tp_eager_copy_to_host(&v, &n));
   TORCH_CHECK(n >= 0, tp_op_table[op].name, ": bad count ", n);
@@ -527,7 +544,7 @@ void run_zipped(int op, const std::vector<ArgRole>& roles, const c10::OperatorHa
     tp_view_t views[TP_MAX_OUTS];
     for (int j = 0; j < c.n_out; j++)
       views[j] = view_or_throw(c.tensors[c.metas[j].writes_arg - 1], schema.name().c_str());
-    check(tp_eager_run(op, c.eargs, c.ne, c.metas, views, c.n_out));
+    check(run_on_device(op, c.eargs, c.ne, c.metas, views, c.n_out));
   }
   std::vector<c10::IValue> ret = returned_args(schema, args);
   torch::jit::drop(*stack, n_args);
@@ -659,7 +676,7 @@ struct TableKernel final : c10::OperatorKernel {
                   ": output must be a tpu tensor, got ", outs[k].device());
       views[k] = view_or_throw(outs[k], schema.name().c_str());
     }
-    check(tp_eager_run(op_, eargs, ne, metas, views, n_out));
+    check(run_on_device(op_, eargs, ne, metas, views, n_out));
     if (rows >= 0)  // the count's rows of outputs padded to its capacity
       for (int k = 0; k < n_out; k++) outs[k] = outs[k].narrow(0, 0, rows);
     std::vector<c10::IValue> ret;  // a mutating op's returned arguments

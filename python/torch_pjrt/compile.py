@@ -531,7 +531,9 @@ def _specializing(gm):
 
     def run(args):
         nonlocal buckets
-        if buckets is not None:
+        # Deterministic mode runs exact programs, as eager does (csrc/torch/kernel.cpp): a
+        # bucketed program's padded reductions round unlike the exact one's.
+        if buckets is not None and not torch.are_deterministic_algorithms_enabled():
             from torch_pjrt._graph_buckets import BucketRefused
             try:
                 out = buckets(args)

@@ -241,3 +241,37 @@ def test_a_fixed_shape_training_loop_runs_exact_programs_only():
     for name, steps in result.items():
         assert all(bucketed == 0 for bucketed, _ in steps[1:]), (name, steps)
         assert all(compiles == 0 for _, compiles in steps[2:]), (name, steps)
+
+
+_HISTORY = """
+import json, os, torch, torch_pjrt
+import torch_pjrt.compile as tc
+torch.use_deterministic_algorithms(os.environ["DET"] == "1")
+sizes = [3, 5, 9, 17, 20]
+order = sizes if os.environ["ORDER"] == "up" else sizes[::-1]
+f = torch.compile(lambda x: (x.t() @ x).sum(0) + x.sum(0), backend="tpu", dynamic=True)
+torch_pjrt.reset_stats()
+tc.reset_stats()
+got = {}
+for n in order:
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, 8, generator=g).to("tpu")
+    # padded dims reduced: a sum and a matmul's contraction over the rows
+    got[n] = [(x.t() @ x).sum(0).cpu().tolist(), x.sum(0).cpu().tolist(), f(x).cpu().tolist()]
+print(json.dumps({"got": got, "bucketed": torch_pjrt.stats()["bucketed_calls"],
+                  "graphs": tc.stats()["bucketed_graphs"]}))
+"""
+
+
+def test_deterministic_mode_results_do_not_depend_on_what_ran_before():
+    # Whether a call runs bucketed depends on the sizes its site met before, and a padded
+    # reduction rounds unlike the exact one: a TorchTitan run resumed from a checkpoint parted
+    # from the first by 1e-5. Under torch.use_deterministic_algorithms(True) every call and
+    # compiled graph runs its exact program, so a size's results are the same in any order.
+    runs = {(det, order): run_json(_HISTORY, TORCH_PJRT_CACHE_DIR="0", TORCH_PJRT_SHAPE_BUCKETS="pow2",
+                                   DET=det, ORDER=order)[0]
+            for det in ("0", "1") for order in ("up", "down")}
+    assert runs["0", "up"]["bucketed"] > 0 and runs["0", "up"]["graphs"] > 0  # would bucket
+    for order in ("up", "down"):
+        assert runs["1", order]["bucketed"] == 0 and runs["1", order]["graphs"] == 0, runs["1", order]
+    assert runs["1", "up"]["got"] == runs["1", "down"]["got"]
