@@ -1,6 +1,7 @@
 /* Shape buckets in eager mode. See bucket.h. */
 #include "exec/bucket.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -89,8 +90,8 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
 
 /* ---- which dims vary: per site, the sizes it first ran with ----
  * A site is a kind of call (its op, argument dtypes and ranks, non-tensor arguments: everything
- * but sizes) in the context of the kinds of the CONTEXT calls just before it, and of its place in
- * a run of calls of its own kind. Eager mode has no call sites, but a model's forward runs the
+ * but sizes) on one device, in the context of the kinds of the CONTEXT calls just before it, and
+ * of its place in a run of calls of its own kind. Eager mode has no call sites, but a model's forward runs the
  * same sequence of kinds whatever the sequence length, so the context tells apart, say, the
  * attention's input projection from its output projection, and the place in a run an optimizer's
  * update of each parameter: each keeps its own sizes, and only a dim that changes at one site is
@@ -574,8 +575,12 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
                            int device, bool *out_ran) {
   *out_ran = false;
   if (!tp_bucket_enabled() || t_paused) return NULL;
+  assert(tp_exec_locked()); /* the sites and the scratch keys below are the lock holder's */
   uint64_t kind = kind_hash(op, args, n_args, outs, n_out);
-  uint64_t site = site_of(kind); /* every call moves the context */
+  /* Every call moves the context. A site is per device: ranks that are threads of one process
+   * (a device each) run the same calls, each must decide alike whatever the threads' order, or
+   * a replicated program would meet one rank's exact buffer and another's padded one. */
+  uint64_t site = (site_of(kind) * 0x100000001b3ull ^ (uint64_t)(uint32_t)device) | 1;
   if (!kind || n_out < 1) return NULL;
   const tp_op_def_t *d = &tp_op_table[op];
   tp_op_arg_t bargs[TP_MAX_ARGS];

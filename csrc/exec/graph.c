@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/bucket.h"
+#include "exec/eager.h"
 #include "exec/exec.h"
 #include "exec/key.h"
 #include "exec/program.h"
@@ -335,11 +337,9 @@ static tp_status_t *run_locked(tp_graph_t *g, int n, const int *devices, const t
       other.len = 0;
       st = layout(g, devices[r], inputs + (size_t)r * n_in, slots + (size_t)r * n_in,
                   input_slot + (size_t)r * n_in, &ns, &np, &other);
-      if (!st && (other.len != k->len - mine || memcmp(other.data, k->data + mine, other.len))) {
-        st = tp_make_status(TP_INVALID_ARGUMENT, "participant %d's graph inputs are laid out "
-                            "unlike participant 0's (strides, offsets or buffers differ)", r);
-        out->build_failed = true;
-      }
+      if (!st && (other.len != k->len - mine || memcmp(other.data, k->data + mine, other.len)))
+        st = tp_make_status(TP_INTERNAL, "participant %d's graph inputs are laid out unlike "
+                            "participant 0's after aligning them", r); /* see align_inputs */
     }
   }
   if (!st && g->last_exe && g->last_layout.len == k->len - head &&
@@ -421,6 +421,66 @@ static tp_status_t *run_locked(tp_graph_t *g, int n, const int *devices, const t
   return st;
 }
 
+/* Whether input |i| lies on participant |b| (its inputs |vb|) as on |a| (|va|): its strides and
+ * offset, its storage's size and buffer (dtype and length), and the earlier input, if any, whose
+ * storage it shares: all that layout() puts in the program's key. */
+static bool lies_alike(const tp_view_t *va, const tp_view_t *vb, int i) {
+  const tp_view_t *a = &va[i], *b = &vb[i];
+  if (a->offset != b->offset || memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim) ||
+      tp_storage_nbytes(a->storage) != tp_storage_nbytes(b->storage) ||
+      !tp_storage_buffer(a->storage) != !tp_storage_buffer(b->storage))
+    return false;
+  if (tp_storage_buffer(a->storage) &&
+      (tp_storage_buffer_dtype(a->storage) != tp_storage_buffer_dtype(b->storage) ||
+       tp_storage_buffer_numel(a->storage) != tp_storage_buffer_numel(b->storage)))
+    return false;
+  for (int j = 0; j < i; j++)
+    if ((va[j].storage == a->storage) != (vb[j].storage == b->storage)) return false;
+  return true;
+}
+
+/* One program needs one input layout. Ranks that run the same calls lay their inputs out alike
+ * (shape buckets decide per device: exec/bucket.c); an input that lies otherwise on some
+ * participant (a view at another offset) is read through an exact dense copy on every one:
+ * *out_inputs (the caller frees it) is |inputs| with those copies, whose storages are
+ * *out_temps[0 .. *out_n_temps) (the caller releases them), or NULL when all lie alike. Runs
+ * before the executor lock (the copies take it); the participants' inputs are theirs, not
+ * written while they wait for this call. */
+static tp_status_t *align_inputs(const tp_graph_t *g, int n, const tp_view_t *inputs,
+                                 tp_view_t **out_inputs, tp_storage_t ***out_temps,
+                                 int *out_n_temps) {
+  int n_in = g->n_inputs;
+  *out_inputs = NULL, *out_temps = NULL, *out_n_temps = 0;
+  tp_view_t *mine = NULL;
+  tp_status_t *st = NULL;
+  for (int i = 0; i < n_in && !st; i++) {
+    bool alike = true;
+    for (int r = 1; r < n && alike; r++) alike = lies_alike(inputs, inputs + (size_t)r * n_in, i);
+    if (alike) continue;
+    if (!mine) {
+      mine = malloc(sizeof(tp_view_t) * (size_t)n * (size_t)n_in);
+      *out_temps = malloc(sizeof(tp_storage_t *) * (size_t)n * (size_t)n_in);
+      if (!mine || !*out_temps) {
+        st = oom();
+        break;
+      }
+      memcpy(mine, inputs, sizeof(tp_view_t) * (size_t)n * (size_t)n_in);
+    }
+    bool was = tp_bucket_pause(true); /* exact buffers, the same length on every participant */
+    for (int r = 0; r < n && !st; r++) {
+      const tp_view_t *v = &inputs[(size_t)r * n_in + i];
+      tp_view_t *dense = &mine[(size_t)r * n_in + i];
+      tp_storage_t *t = NULL;
+      st = tp_eager_temp_storage(tp_storage_device(v->storage), v->dtype, v, &t, dense);
+      if (!st) (*out_temps)[(*out_n_temps)++] = t;
+      if (!st) st = tp_eager_copy(dense, v);
+    }
+    tp_bucket_pause(was);
+  }
+  *out_inputs = mine;
+  return st;
+}
+
 tp_status_t *tp_graph_run_replicated(tp_graph_t *g, int n, const int *devices,
                                      const tp_view_t *inputs, const int64_t *keys,
                                      tp_storage_t *const *outs, tp_graph_outcome_t *out) {
@@ -441,9 +501,17 @@ tp_status_t *tp_graph_run_replicated(tp_graph_t *g, int n, const int *devices,
                               "device", o);
     }
   }
-  tp_exec_lock();
-  tp_status_t *st = run_locked(g, n, devices, inputs, keys, outs, out);
-  tp_exec_unlock();
+  tp_view_t *aligned = NULL;
+  tp_storage_t **temps = NULL;
+  int n_temps = 0;
+  tp_status_t *st = n > 1 ? align_inputs(g, n, inputs, &aligned, &temps, &n_temps) : NULL;
+  if (!st) {
+    tp_exec_lock();
+    st = run_locked(g, n, devices, aligned ? aligned : inputs, keys, outs, out);
+    tp_exec_unlock();
+  }
+  for (int i = 0; i < n_temps; i++) tp_storage_release(temps[i]);
+  free(aligned), free(temps);
   return st;
 }
 

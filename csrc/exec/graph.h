@@ -60,9 +60,10 @@ tp_status_t *tp_graph_run(tp_graph_t *g, int device, const tp_view_t *inputs, co
  * different): the graph's collectives (the _c10d_functional rows) run across them, every other
  * op on each replica's own values. Participant r's inputs, keys and output storages are
  * inputs[r * inputs...], keys[r * random ops...] and outs[r * outputs...], as tp_graph_run's.
- * The program is the same on every replica, so every participant's inputs must be laid out as
- * participant 0's (strides, offsets, buffers); otherwise INVALID_ARGUMENT with build_failed set.
- * The program is compiled once for the devices and kept like any other. n = 1 is tp_graph_run. */
+ * The program is the same on every replica, so it reads every participant's inputs laid out
+ * alike (strides, offsets, buffers): an input laid out otherwise on some participant is read
+ * through an exact dense copy on each (a copy the same calls on every rank never need). The
+ * program is compiled once for the devices and kept like any other. n = 1 is tp_graph_run. */
 tp_status_t *tp_graph_run_replicated(tp_graph_t *g, int n, const int *devices,
                                      const tp_view_t *inputs, const int64_t *keys,
                                      tp_storage_t *const *outs, tp_graph_outcome_t *out);
