@@ -1,6 +1,7 @@
 /* The eager executor: signature -> cached executable -> one PJRT execute. See eager.h. */
 #include "exec/eager.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +263,7 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   if (bucketed) return NULL;
   static plan_t p;
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
+  assert(tp_exec_locked()); /* p and sig are the lock holder's */
   TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));
   tp_view_t views[TP_MAX_ARGS];
   tp_exec_origin_t origin = {d->name, NULL, 0, false};

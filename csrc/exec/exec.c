@@ -123,6 +123,13 @@ void tp_exec_lock(void) {
   pthread_mutex_unlock(&g_lock_mu);
 }
 
+bool tp_exec_locked(void) {
+  pthread_mutex_lock(&g_lock_mu);
+  bool locked = g_locked;
+  pthread_mutex_unlock(&g_lock_mu);
+  return locked;
+}
+
 void tp_exec_unlock(void) {
   pthread_mutex_lock(&g_lock_mu);
   g_locked = false;

@@ -47,6 +47,9 @@ int tp_exec_blocking(void);
  * recursive. Any thread may release it, so work can be handed on with it held (collective.c). */
 void tp_exec_lock(void);
 void tp_exec_unlock(void);
+/* Whether some thread holds the executor lock: what code that keeps static scratch (a key, a
+ * plan, the bucket sites) asserts, since the lock is what makes that scratch one caller's. */
+bool tp_exec_locked(void);
 
 /* A StableHLO builder tuned for the client's backend (tp_hlo_builder_set_xla_cpu); caller owns. */
 tp_status_t *tp_exec_builder_create(tp_hlo_builder_t **out_builder);

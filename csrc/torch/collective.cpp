@@ -150,6 +150,7 @@ class Meeting {
     int root = 0;                                // and root
     bool done = false, failed = false;
     std::string error;                           // a mismatch, a failed native call
+    tp_status_code_t code = TP_UNKNOWN;          // and its kind, to raise it as its type
     py::object result;                           // the action's result or exception
     int left;
   };
@@ -209,8 +210,11 @@ class Meeting {
     if (c.native) {
       try {
         run_collective(c.kind, c.op, c.root, c.inputs, c.outputs);
-      } catch (const c10::Error& e) {
+      } catch (const c10::Error& e) {  // each rank raises it as the type it had (throw_status)
         c.error = e.what_without_backtrace();
+        if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) c.code = TP_RESOURCE_EXHAUSTED;
+        else if (dynamic_cast<const c10::NotImplementedError*>(&e)) c.code = TP_UNIMPLEMENTED;
+        else if (dynamic_cast<const c10::IndexError*>(&e)) c.code = TP_OUT_OF_RANGE;
       } catch (const std::exception& e) {
         c.error = e.what();
       }
@@ -232,7 +236,7 @@ class Meeting {
   // Raises the call's error on this rank, if any (with the GIL).
   static void finish(const std::shared_ptr<Call>& call, const std::string& abandoned) {
     TORCH_CHECK(abandoned.empty(), abandoned);
-    TORCH_CHECK(call->error.empty(), call->error);
+    if (!call->error.empty()) throw_status(tp_make_status(call->code, "%s", call->error.c_str()));
   }
 
   const int size_;

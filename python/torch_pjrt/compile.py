@@ -13,6 +13,7 @@ until a user asks for the backend.
 """
 import collections
 import operator
+import threading
 import warnings
 
 import torch
@@ -49,13 +50,21 @@ def _is_tpu_device(d):
     return torch.device(d).type == "tpu"
 
 
-# While a graph with symbolic shapes is specialized: fx node -> its value in one eager run.
-_CONCRETE = {}
+class _Concrete(threading.local):
+    """While a graph with symbolic shapes is specialized: fx node -> its value in one eager run.
+    Per thread: ranks that are threads of one process share compiled closures, and one rank's
+    specializing must not see (or clear) another's values."""
+
+    def __init__(self):
+        self.values = {}
+
+
+_CONCRETE = _Concrete()
 
 
 def _val(n):
     """An fx node's value for lowering: its traced (fake) value, or the concrete one."""
-    return _CONCRETE[n] if n in _CONCRETE else n.meta.get("val")
+    return _CONCRETE.values[n] if n in _CONCRETE.values else n.meta.get("val")
 
 
 # The most tensors one cat node takes (the op table's TP_MAX_ARGS, less the list's length and dim).
@@ -168,7 +177,7 @@ class _Partition:
 
         def lower(a):
             if isinstance(a, torch.fx.Node):
-                v = _CONCRETE.get(a)
+                v = _CONCRETE.values.get(a)
                 if v is not None and not isinstance(v, torch.Tensor):
                     return v  # a size, specialized
                 return self._value(a)
@@ -310,7 +319,6 @@ class _Partition:
         program: every rank raises _diverged(), and runs the partition split around its
         collectives from then on."""
         from torch_pjrt import distributed
-        from torch_pjrt._C import GraphBuildError
         for name in self.collectives:
             distributed._note("device", name)
         shapes = ", ".join(distributed._layout(t) for t in ins)
@@ -324,18 +332,7 @@ class _Partition:
                     + "), constants of their own: they cannot run as one replicated program")
             graph, ins, devices, intos = calls[0][0], [c[1] for c in calls], [c[2] for c in calls], \
                 [c[3] for c in calls]
-            try:
-                return graph.run_replicated(ins, devices, intos)
-            except GraphBuildError as e:
-                # One program needs one input layout: run on dense copies. Ranks' tensors equal
-                # in shape, strides and offset can still differ in their buffers' lengths (a
-                # shape bucket pads a buffer past its tensor): seen with a compiled
-                # tensor-parallel MLP's shards, and a device-side copy into a fresh tensor did
-                # not help. Buffers fresh from the host are exact on every rank.
-                if "laid out unlike" not in str(e):
-                    raise
-                dense = [[t.cpu().to(t.device) for t in i] for i in ins]
-                return graph.run_replicated(dense, devices, intos)
+            return graph.run_replicated(ins, devices, intos)
         mine = (self.graph, ins, torch.tpu.current_device(), into)
         return self.group._meet(desc, mine, run_all)[self.group.rank()]
 
@@ -558,10 +555,10 @@ def _specializing(gm):
                     elif n.op == "get_attr":
                         env[n] = getattr(gm, n.target)
             try:
-                _CONCRETE.update(env)
+                _CONCRETE.values.update(env)
                 fn = cache[key] = _compile_static(gm)
             finally:
-                _CONCRETE.clear()
+                _CONCRETE.values.clear()
         return fn(args)
 
     run._boxed_call = True

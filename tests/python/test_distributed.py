@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 import torch_pjrt
-from tpu_helpers import child_env
+from tpu_helpers import child_env, run_json
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not built")
@@ -223,3 +223,32 @@ def test_pytorch_deadlocks_on_a_leaf_view_two_threads_share_so_rank_threads_copy
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([sys.executable, "-c", _SHARED_LEAF_VIEW], capture_output=True, timeout=25,
                        env=child_env(TORCH_DEVICE_BACKEND_AUTOLOAD=0))
+
+
+_OOM_IN_A_COLLECTIVE = """
+import json, threading, torch, torch_pjrt, torch.distributed as dist
+both = threading.Barrier(2)
+def main(rank, n):
+    x = torch.ones(64, 1024, 16, device="tpu")[:, :, ::2]  # strided: a dense temporary inside
+    out = torch.empty(n * 64, 1024, 8, device="tpu")
+    both.wait()  # every rank's tensors made before the budget shrinks
+    if rank == 1:
+        torch.tpu.set_per_process_memory_fraction((torch.tpu.memory_allocated() + 1000)
+                                                  / torch.tpu.mem_get_info()[1])
+    try:
+        dist.all_gather_into_tensor(out, x)
+        return "no error"
+    except Exception as e:
+        return type(e).__name__
+    finally:
+        both.wait()
+        torch.tpu.set_per_process_memory_fraction(1.0)
+print(json.dumps(torch_pjrt.distributed.run_threads(main, 2, args=(2,))))
+"""
+
+
+def test_an_error_inside_a_device_collective_keeps_its_type_on_every_rank():
+    # The collective runs once for every rank (the last to arrive runs it); its error is raised on
+    # each. An out-of-memory error there reached the ranks as a plain RuntimeError.
+    res, _ = run_json(_OOM_IN_A_COLLECTIVE, TORCH_PJRT_CPU_DEVICES="2")
+    assert res == ["OutOfMemoryError", "OutOfMemoryError"], res
