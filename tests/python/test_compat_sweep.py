@@ -285,9 +285,10 @@ def test_update_replaces_only_the_entries_rerun(tmp_path):
                                   [dict(op="b", sample=0, status="fail")], {"b"}, {"a": 0, "b": 1, "c": 2})
     assert [(r["op"], r["status"]) for r in records] == [("a", "native")] * 2 + [("b", "fail")] + [("c", "native")] * 2
     assert doc["command"] == "first" and doc["updates"] == [dict(command="again", date="e", entries=1, seconds=2)]
-    assert "Since then 1 entries rerun by `again` on e" in compat.updates_text(doc)
-    assert "`x --ops <the 2> --update`" in compat.updates_text(dict(updates=[dict(
-        command="x --ops a,b --update", date="e", entries=2, seconds=1)]))
+    assert "Since then 1 entries rerun by 1 update (`--update`), the last on e" in compat.updates_text(doc)
+    # Every update counted, the header dated by the last: one line however many there were.
+    assert "3 entries rerun by 2 updates (`--update`), the last on f" in compat.updates_text(dict(
+        updates=doc["updates"] + [dict(command="x --ops a,b --update", date="f", entries=2, seconds=1)]))
 
 
 def test_unstable_sort_passes_another_tie_order_and_nothing_else():
