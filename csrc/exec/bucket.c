@@ -1,7 +1,6 @@
 /* Shape buckets in eager mode. See bucket.h. */
 #include "exec/bucket.h"
 
-#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -91,11 +90,11 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
 /* ---- which dims vary: per site, the sizes it first ran with ----
  * A site is a kind of call (its op, argument dtypes and ranks, non-tensor arguments: everything
  * but sizes) on one device, in the context of the kinds of the CONTEXT calls just before it, and
- * of its place in a run of calls of its own kind. Eager mode has no call sites, but a model's forward runs the
- * same sequence of kinds whatever the sequence length, so the context tells apart, say, the
- * attention's input projection from its output projection, and the place in a run an optimizer's
- * update of each parameter: each keeps its own sizes, and only a dim that changes at one site is
- * padded there.
+ * of its place in a run of calls of its own kind. Eager mode has no call sites, but a model's
+ * forward runs the same sequence of kinds whatever the sequence length, so the context tells
+ * apart, say, the attention's input projection from its output projection, and the place in a
+ * run an optimizer's update of each parameter: each keeps its own sizes, and only a dim that
+ * changes at one site is padded there.
  * Evidence, not suspicion: a site remembers the signatures (sizes and places) it has met, up to
  * SEEN, and which of them ran exactly. A new signature at a site runs the bucket's program; one
  * that ran exactly runs so again. A site settles when its first signature comes round again
@@ -575,7 +574,6 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
                            int device, bool *out_ran) {
   *out_ran = false;
   if (!tp_bucket_enabled() || t_paused) return NULL;
-  assert(tp_exec_locked()); /* the sites and the scratch keys below are the lock holder's */
   uint64_t kind = kind_hash(op, args, n_args, outs, n_out);
   /* Every call moves the context. A site is per device: ranks that are threads of one process
    * (a device each) run the same calls, each must decide alike whatever the threads' order, or

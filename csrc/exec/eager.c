@@ -238,6 +238,7 @@ tp_status_t *tp_eager_infer(int op, tp_eager_arg_t *args, int n_args, tp_meta_t 
 
 static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
                                const tp_meta_t *out_metas, const tp_view_t *outs, int n_out) {
+  assert(tp_exec_locked()); /* the static plan below and the bucket sites are the holder's */
   if (!tp_exec_client()) return tp_exec_unavailable();
   const tp_op_def_t *d = &tp_op_table[op];
   int device = -1;
@@ -263,7 +264,6 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
   if (bucketed) return NULL;
   static plan_t p;
   static tp_key_t sig; /* kept between calls: its buffer is allocated once */
-  assert(tp_exec_locked()); /* p and sig are the lock holder's */
   TP_RETURN_IF_ERROR(plan_call(op, args, n_args, out_metas, outs, n_out, &p, &sig));
   tp_view_t views[TP_MAX_ARGS];
   tp_exec_origin_t origin = {d->name, NULL, 0, false};

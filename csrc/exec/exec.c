@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -21,7 +22,7 @@ static struct {
  * with the lock held (collective.c), and that thread releases it once the execute is enqueued. */
 static pthread_mutex_t g_lock_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_lock_free = PTHREAD_COND_INITIALIZER;
-static bool g_locked;
+static atomic_bool g_locked; /* written under g_lock_mu; tp_exec_locked reads it bare */
 
 /* The GNU build-id note of the loaded object that contains |addr|, as hex; "" if none. */
 typedef struct {
@@ -123,12 +124,7 @@ void tp_exec_lock(void) {
   pthread_mutex_unlock(&g_lock_mu);
 }
 
-bool tp_exec_locked(void) {
-  pthread_mutex_lock(&g_lock_mu);
-  bool locked = g_locked;
-  pthread_mutex_unlock(&g_lock_mu);
-  return locked;
-}
+bool tp_exec_locked(void) { return atomic_load_explicit(&g_locked, memory_order_relaxed); }
 
 void tp_exec_unlock(void) {
   pthread_mutex_lock(&g_lock_mu);
