@@ -246,6 +246,189 @@ static bool square(const tp_meta_t *x) {
   return x->ndim >= 2 && x->sizes[x->ndim - 1] == x->sizes[x->ndim - 2];
 }
 
+/* lu_unpack(LU, pivots, unpack_data, unpack_pivots): P, L and U, or empty ones left unpacked. */
+static tp_status_t *infer_lu_unpack(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                    tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1], k = m < n ? m : n;
+  tp_meta_t batch = batch_of(a);
+  bool data = flag(args, n_args, 2, 1), pivots = flag(args, n_args, 3, 1);
+  if (pivots) {
+    if (n_args < 2 || args[1].kind != TP_ARG_TENSOR || args[1].meta.dtype != TP_DTYPE_I32)
+      return unimpl(op, "pivots must be int32");
+    const tp_meta_t *p = &args[1].meta;
+    if (p->ndim != a->ndim - 1 || p->sizes[p->ndim - 1] != k)
+      return unimpl(op, "pivots shape");
+    for (int i = 0; i < batch.ndim; i++)
+      if (p->sizes[i] != batch.sizes[i]) return unimpl(op, "pivots batch");
+  }
+  out[0] = pivots ? shaped(a->dtype, &batch, 2, m, m) : empty_meta(a->dtype);
+  out[1] = data ? shaped(a->dtype, &batch, 2, m, k) : empty_meta(a->dtype);
+  out[2] = data ? shaped(a->dtype, &batch, 2, k, n) : empty_meta(a->dtype);
+  *n_out = 3;
+  return NULL;
+}
+
+/* lu_solve(LU, pivots, B, left, adjoint): X of B's shape over the broadcast batch. */
+static tp_status_t *infer_lu_solve(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                   tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t n = a->sizes[a->ndim - 1];
+  if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR)
+    return unimpl(op, "expected tensors");
+  const tp_meta_t *p = &args[1].meta, *bm = &args[2].meta;
+  bool left = flag(args, n_args, 3, 1);
+  if (!square(a) || p->dtype != TP_DTYPE_I32 || bm->dtype != a->dtype || bm->ndim < 2 ||
+      p->ndim != a->ndim - 1)
+    return unimpl(op, "arguments");
+  for (int i = 0; i < p->ndim; i++)
+    if (p->sizes[i] != a->sizes[i]) return unimpl(op, "pivots shape");
+  if ((left ? bm->sizes[bm->ndim - 2] : bm->sizes[bm->ndim - 1]) != n)
+    return unimpl(op, "shapes of A and B");
+  tp_meta_t bb;
+  TP_RETURN_IF_ERROR(batch_bcast(op, bm, a, &bb));
+  if (bb.ndim + 2 > TP_MAX_DIMS) return unimpl(op, "too many dims");
+  out[0] = shaped(a->dtype, &bb, 2, bm->sizes[bm->ndim - 2], bm->sizes[bm->ndim - 1]);
+  *n_out = 1;
+  return NULL;
+}
+
+/* _linalg_solve_ex(A, B, left, check_errors): X, then A's LU, pivots and info. A vector B (one
+ * dim fewer than A) solves as a one-column matrix. */
+static tp_status_t *infer_solve_ex(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                   tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t n = a->sizes[a->ndim - 1];
+  tp_meta_t batch = batch_of(a);
+  if (n_args < 2 || args[1].kind != TP_ARG_TENSOR) return unimpl(op, "expected tensors");
+  const tp_meta_t *bm = &args[1].meta;
+  bool left = flag(args, n_args, 2, 1);
+  if (flag(args, n_args, 3, 0)) return unimpl(op, "check_errors");
+  if (!square(a) || bm->dtype != a->dtype) return unimpl(op, "arguments");
+  bool vec = is_vector_rhs(a, bm);
+  if (vec && !left) return unimpl(op, "vector rhs with left=False");
+  tp_meta_t b2 = *bm;
+  if (vec) b2.sizes[b2.ndim++] = 1;
+  if (b2.ndim < 2 || b2.ndim > TP_MAX_DIMS ||
+      (left ? b2.sizes[b2.ndim - 2] : b2.sizes[b2.ndim - 1]) != n)
+    return unimpl(op, "shapes of A and B");
+  tp_meta_t bb;
+  TP_RETURN_IF_ERROR(batch_bcast(op, &b2, a, &bb));
+  if (bb.ndim + 2 > TP_MAX_DIMS) return unimpl(op, "too many dims");
+  out[0] = shaped(a->dtype, &bb, vec ? 1 : 2, b2.sizes[b2.ndim - 2], b2.sizes[b2.ndim - 1]);
+  out[1] = *a;
+  out[2] = shaped(TP_DTYPE_I32, &batch, 1, n, 0);
+  out[3] = shaped(TP_DTYPE_I32, &batch, 0, 0, 0);
+  *n_out = 4;
+  return NULL;
+}
+
+/* det: det, LU, pivots; slogdet: sign, logabsdet, LU, pivots. */
+static tp_status_t *infer_det(const tp_op_def_t *op, const tp_op_arg_t *args, tp_meta_t *out,
+                              int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t n = a->sizes[a->ndim - 1];
+  tp_meta_t batch = batch_of(a);
+  if (!square(a)) return unimpl(op, "not square");
+  int i = 0;
+  out[i++] = shaped(a->dtype, &batch, 0, 0, 0);
+  if (op->code == TP_FAC_SLOGDET) out[i++] = shaped(a->dtype, &batch, 0, 0, 0);
+  out[i++] = *a;
+  out[i++] = shaped(TP_DTYPE_I32, &batch, 1, n, 0);
+  *n_out = i;
+  return NULL;
+}
+
+/* householder_product(A, tau): Q, A's shape, from A's first tau.size(-1) reflectors. */
+static tp_status_t *infer_householder(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                      tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1];
+  tp_meta_t batch = batch_of(a);
+  if (n_args < 2 || args[1].kind != TP_ARG_TENSOR) return unimpl(op, "expected tensors");
+  const tp_meta_t *t = &args[1].meta;
+  if (t->dtype != a->dtype || t->ndim != a->ndim - 1 || m < n || t->sizes[t->ndim - 1] > n)
+    return unimpl(op, "arguments");
+  for (int i = 0; i < batch.ndim; i++)
+    if (t->sizes[i] != batch.sizes[i]) return unimpl(op, "tau batch");
+  out[0] = *a;
+  *n_out = 1;
+  return NULL;
+}
+
+/* ormqr(A, tau, C, left, transpose): Q C or C Q (Q^T with transpose), C's shape. */
+static tp_status_t *infer_ormqr(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1];
+  tp_meta_t batch = batch_of(a);
+  if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR)
+    return unimpl(op, "expected tensors");
+  const tp_meta_t *t = &args[1].meta, *c = &args[2].meta;
+  bool left = flag(args, n_args, 3, 1);
+  if (t->dtype != a->dtype || c->dtype != a->dtype || c->ndim != a->ndim ||
+      t->ndim != a->ndim - 1)
+    return unimpl(op, "arguments");
+  for (int i = 0; i < batch.ndim; i++)
+    if (t->sizes[i] != batch.sizes[i] || c->sizes[i] != batch.sizes[i])
+      return unimpl(op, "batch");
+  int64_t kt = t->sizes[t->ndim - 1];
+  int64_t mn = left ? c->sizes[c->ndim - 2] : c->sizes[c->ndim - 1];
+  if (m != mn || kt > mn || kt > n) return unimpl(op, "shapes");
+  out[0] = *c;
+  *n_out = 1;
+  return NULL;
+}
+
+/* linalg_qr(A, mode): Q and R for "reduced" and "complete"; an empty Q for "r". */
+static tp_status_t *infer_qr(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                             tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1], k = m < n ? m : n;
+  tp_meta_t batch = batch_of(a);
+  const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
+  bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
+  if (!complete && !r_only && strcmp(mode, "reduced")) return unimpl(op, "mode");
+  out[0] = r_only ? empty_meta(a->dtype) : shaped(a->dtype, &batch, 2, m, complete ? m : k);
+  out[1] = shaped(a->dtype, &batch, 2, complete ? m : k, n);
+  *n_out = 2;
+  return NULL;
+}
+
+/* _linalg_eigh without eigenvectors: the eigenvalues and an empty vectors result. */
+static tp_status_t *infer_eigvalsh(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                   tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t n = a->sizes[a->ndim - 1];
+  tp_meta_t batch = batch_of(a);
+  const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
+  if (!square(a) || flag(args, n_args, 2, 1) || (strcmp(uplo, "L") && strcmp(uplo, "U")))
+    return unimpl(op, "eigenvectors (not unique) or arguments");
+  if (n > JACOBI_MAX_ORDER) return unimpl(op, "order above the Jacobi limit");
+  out[0] = shaped(a->dtype, &batch, 1, n, 0);
+  out[1] = empty_meta(a->dtype);
+  *n_out = 2;
+  return NULL;
+}
+
+/* _linalg_svd without U and Vh: empty ones beside the singular values. */
+static tp_status_t *infer_svdvals(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                                  tp_meta_t *out, int *n_out) {
+  const tp_meta_t *a = &args[0].meta;
+  int64_t m = a->sizes[a->ndim - 2], n = a->sizes[a->ndim - 1], k = m < n ? m : n;
+  tp_meta_t batch = batch_of(a);
+  /* Singular vectors are not unique (signs), so only the values are lowered. */
+  if (flag(args, n_args, 2, 1) ||
+      (n_args > 3 && args[3].kind != TP_ARG_NONE))
+    return unimpl(op, "singular vectors or a driver");
+  if (k > JACOBI_MAX_ORDER) return unimpl(op, "order above the Jacobi limit");
+  out[0] = empty_meta(a->dtype);
+  out[1] = shaped(a->dtype, &batch, 1, k, 0);
+  out[2] = empty_meta(a->dtype);
+  *n_out = 3;
+  return NULL;
+}
+
 tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                              int *n_out) {
   for (int i = 0; i < n_args && i < 3; i++)
@@ -273,65 +456,9 @@ tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       out[2] = shaped(a->dtype, &batch, 2, k, n);
       *n_out = 3;
       return NULL;
-    case TP_FAC_LU_UNPACK: {
-      bool data = flag(args, n_args, 2, 1), pivots = flag(args, n_args, 3, 1);
-      if (pivots) {
-        if (n_args < 2 || args[1].kind != TP_ARG_TENSOR || args[1].meta.dtype != TP_DTYPE_I32)
-          return unimpl(op, "pivots must be int32");
-        const tp_meta_t *p = &args[1].meta;
-        if (p->ndim != a->ndim - 1 || p->sizes[p->ndim - 1] != k)
-          return unimpl(op, "pivots shape");
-        for (int i = 0; i < batch.ndim; i++)
-          if (p->sizes[i] != batch.sizes[i]) return unimpl(op, "pivots batch");
-      }
-      out[0] = pivots ? shaped(a->dtype, &batch, 2, m, m) : empty_meta(a->dtype);
-      out[1] = data ? shaped(a->dtype, &batch, 2, m, k) : empty_meta(a->dtype);
-      out[2] = data ? shaped(a->dtype, &batch, 2, k, n) : empty_meta(a->dtype);
-      *n_out = 3;
-      return NULL;
-    }
-    case TP_FAC_LU_SOLVE: {
-      if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR)
-        return unimpl(op, "expected tensors");
-      const tp_meta_t *p = &args[1].meta, *bm = &args[2].meta;
-      bool left = flag(args, n_args, 3, 1);
-      if (!square(a) || p->dtype != TP_DTYPE_I32 || bm->dtype != a->dtype || bm->ndim < 2 ||
-          p->ndim != a->ndim - 1)
-        return unimpl(op, "arguments");
-      for (int i = 0; i < p->ndim; i++)
-        if (p->sizes[i] != a->sizes[i]) return unimpl(op, "pivots shape");
-      if ((left ? bm->sizes[bm->ndim - 2] : bm->sizes[bm->ndim - 1]) != n)
-        return unimpl(op, "shapes of A and B");
-      tp_meta_t bb;
-      TP_RETURN_IF_ERROR(batch_bcast(op, bm, a, &bb));
-      if (bb.ndim + 2 > TP_MAX_DIMS) return unimpl(op, "too many dims");
-      out[0] = shaped(a->dtype, &bb, 2, bm->sizes[bm->ndim - 2], bm->sizes[bm->ndim - 1]);
-      *n_out = 1;
-      return NULL;
-    }
-    case TP_FAC_SOLVE_EX: {
-      if (n_args < 2 || args[1].kind != TP_ARG_TENSOR) return unimpl(op, "expected tensors");
-      const tp_meta_t *bm = &args[1].meta;
-      bool left = flag(args, n_args, 2, 1);
-      if (flag(args, n_args, 3, 0)) return unimpl(op, "check_errors");
-      if (!square(a) || bm->dtype != a->dtype) return unimpl(op, "arguments");
-      bool vec = is_vector_rhs(a, bm);
-      if (vec && !left) return unimpl(op, "vector rhs with left=False");
-      tp_meta_t b2 = *bm;
-      if (vec) b2.sizes[b2.ndim++] = 1;
-      if (b2.ndim < 2 || b2.ndim > TP_MAX_DIMS ||
-          (left ? b2.sizes[b2.ndim - 2] : b2.sizes[b2.ndim - 1]) != n)
-        return unimpl(op, "shapes of A and B");
-      tp_meta_t bb;
-      TP_RETURN_IF_ERROR(batch_bcast(op, &b2, a, &bb));
-      if (bb.ndim + 2 > TP_MAX_DIMS) return unimpl(op, "too many dims");
-      out[0] = shaped(a->dtype, &bb, vec ? 1 : 2, b2.sizes[b2.ndim - 2], b2.sizes[b2.ndim - 1]);
-      out[1] = *a;
-      out[2] = shaped(TP_DTYPE_I32, &batch, 1, n, 0);
-      out[3] = shaped(TP_DTYPE_I32, &batch, 0, 0, 0);
-      *n_out = 4;
-      return NULL;
-    }
+    case TP_FAC_LU_UNPACK: return infer_lu_unpack(op, args, n_args, out, n_out);
+    case TP_FAC_LU_SOLVE: return infer_lu_solve(op, args, n_args, out, n_out);
+    case TP_FAC_SOLVE_EX: return infer_solve_ex(op, args, n_args, out, n_out);
     case TP_FAC_INV_EX:
       if (flag(args, n_args, 1, 0)) return unimpl(op, "check_errors");
       if (!square(a)) return unimpl(op, "not square");
@@ -340,85 +467,22 @@ tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       *n_out = 2;
       return NULL;
     case TP_FAC_DET:
-    case TP_FAC_SLOGDET: {
-      if (!square(a)) return unimpl(op, "not square");
-      int i = 0;
-      out[i++] = shaped(a->dtype, &batch, 0, 0, 0);
-      if (op->code == TP_FAC_SLOGDET) out[i++] = shaped(a->dtype, &batch, 0, 0, 0);
-      out[i++] = *a;
-      out[i++] = shaped(TP_DTYPE_I32, &batch, 1, n, 0);
-      *n_out = i;
-      return NULL;
-    }
+    case TP_FAC_SLOGDET: return infer_det(op, args, out, n_out);
     case TP_FAC_GEQRF:
       out[0] = *a;
       out[1] = shaped(a->dtype, &batch, 1, k, 0);
       *n_out = 2;
       return NULL;
-    case TP_FAC_HOUSEHOLDER: {
-      if (n_args < 2 || args[1].kind != TP_ARG_TENSOR) return unimpl(op, "expected tensors");
-      const tp_meta_t *t = &args[1].meta;
-      if (t->dtype != a->dtype || t->ndim != a->ndim - 1 || m < n || t->sizes[t->ndim - 1] > n)
-        return unimpl(op, "arguments");
-      for (int i = 0; i < batch.ndim; i++)
-        if (t->sizes[i] != batch.sizes[i]) return unimpl(op, "tau batch");
-      out[0] = *a;
-      *n_out = 1;
-      return NULL;
-    }
-    case TP_FAC_ORMQR: {
-      if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[2].kind != TP_ARG_TENSOR)
-        return unimpl(op, "expected tensors");
-      const tp_meta_t *t = &args[1].meta, *c = &args[2].meta;
-      bool left = flag(args, n_args, 3, 1);
-      if (t->dtype != a->dtype || c->dtype != a->dtype || c->ndim != a->ndim ||
-          t->ndim != a->ndim - 1)
-        return unimpl(op, "arguments");
-      for (int i = 0; i < batch.ndim; i++)
-        if (t->sizes[i] != batch.sizes[i] || c->sizes[i] != batch.sizes[i])
-          return unimpl(op, "batch");
-      int64_t kt = t->sizes[t->ndim - 1];
-      int64_t mn = left ? c->sizes[c->ndim - 2] : c->sizes[c->ndim - 1];
-      if (m != mn || kt > mn || kt > n) return unimpl(op, "shapes");
-      out[0] = *c;
-      *n_out = 1;
-      return NULL;
-    }
-    case TP_FAC_QR: {
-      const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
-      bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
-      if (!complete && !r_only && strcmp(mode, "reduced")) return unimpl(op, "mode");
-      out[0] = r_only ? empty_meta(a->dtype) : shaped(a->dtype, &batch, 2, m, complete ? m : k);
-      out[1] = shaped(a->dtype, &batch, 2, complete ? m : k, n);
-      *n_out = 2;
-      return NULL;
-    }
+    case TP_FAC_HOUSEHOLDER: return infer_householder(op, args, n_args, out, n_out);
+    case TP_FAC_ORMQR: return infer_ormqr(op, args, n_args, out, n_out);
+    case TP_FAC_QR: return infer_qr(op, args, n_args, out, n_out);
     case TP_FAC_CHOLESKY_INVERSE:
       if (!square(a)) return unimpl(op, "not square");
       out[0] = *a;
       *n_out = 1;
       return NULL;
-    case TP_FAC_EIGVALSH: {
-      const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
-      if (!square(a) || flag(args, n_args, 2, 1) || (strcmp(uplo, "L") && strcmp(uplo, "U")))
-        return unimpl(op, "eigenvectors (not unique) or arguments");
-      if (n > JACOBI_MAX_ORDER) return unimpl(op, "order above the Jacobi limit");
-      out[0] = shaped(a->dtype, &batch, 1, n, 0);
-      out[1] = empty_meta(a->dtype);
-      *n_out = 2;
-      return NULL;
-    }
-    case TP_FAC_SVDVALS:
-      /* Singular vectors are not unique (signs), so only the values are lowered. */
-      if (flag(args, n_args, 2, 1) ||
-          (n_args > 3 && args[3].kind != TP_ARG_NONE))
-        return unimpl(op, "singular vectors or a driver");
-      if (k > JACOBI_MAX_ORDER) return unimpl(op, "order above the Jacobi limit");
-      out[0] = empty_meta(a->dtype);
-      out[1] = shaped(a->dtype, &batch, 1, k, 0);
-      out[2] = empty_meta(a->dtype);
-      *n_out = 3;
-      return NULL;
+    case TP_FAC_EIGVALSH: return infer_eigvalsh(op, args, n_args, out, n_out);
+    case TP_FAC_SVDVALS: return infer_svdvals(op, args, n_args, out, n_out);
     default:
       return unimpl(op, "unknown code");
   }
@@ -428,10 +492,194 @@ tp_status_t *tp_infer_factor(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
  * the returned LU and pivots are the ones their backward formulas expect. */
 static bool use_transpose(const tp_op_arg_t *a) { return a->contiguous; }
 
-void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+/* lu (factoring A) and lu_unpack (of given LU and pivots): P from the pivots, unit-lower L and
+ * upper U from the packed factors; zeros of out_meta's size for what is not unpacked. */
+static void emit_lu_unpack(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                           int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                           tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  int64_t m = a.dims[a.ndim - 2], n = a.dims[a.ndim - 1], k = m < n ? m : n;
+  tp_hlo_value_t lu = flat(b, a, 2), piv = lu;
+  bool data = true, pivots = true;
+  if (op->code == TP_FAC_LU) {
+    tp_hlo_value_t info;
+    emit_getrf(b, lu, &lu, &piv, &info);
+  } else {
+    data = flag(args, n_args, 2, 1), pivots = flag(args, n_args, 3, 1);
+    if (pivots) piv = flat(b, in[1], 1);
+  }
+  int64_t bt = lu.dims[0];
+  if (pivots) {
+    tp_hlo_value_t perm = emit_perm(b, piv, m);
+    int64_t d3[3] = {bt, m, m};
+    const int64_t m02[2] = {0, 2};
+    tp_hlo_value_t p = tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                           spread(b, perm, 3, d3, m02));
+    out[0] = unflat(b, tp_hlo_convert(b, p, a.dtype), &out_meta[0]);
+  } else {
+    out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
+  }
+  if (data) {
+    const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+    int64_t ll[3] = {bt, m, k}, ul[3] = {bt, k, n};
+    tp_hlo_value_t l = band(b, tp_hlo_slice(b, lu, st, ll, one), false, -1);
+    int64_t d3[3] = {bt, m, k};
+    tp_hlo_value_t eye = tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                             tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2));
+    l = tp_sel(b, eye, fill(b, a.dtype, 1, 3, d3), l);
+    out[1] = unflat(b, l, &out_meta[1]);
+    out[2] = unflat(b, band(b, tp_hlo_slice(b, lu, st, ul, one), true, 0), &out_meta[2]);
+  } else {
+    out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
+    out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
+  }
+}
+
+/* _linalg_solve_ex (X, LU, pivots, info) and linalg_inv_ex (the solve against I, info), both
+ * through one getrf of A. */
+static void emit_solve_or_inv(const tp_op_def_t *op, tp_hlo_builder_t *b,
+                              const tp_op_arg_t *args, int n_args, const tp_hlo_value_t *in,
+                              const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  int64_t n = a.dims[a.ndim - 1];
+  /* CPU factors A itself here, whatever its layout (only det and slogdet take A^T). */
+  bool at = false;
+  tp_hlo_value_t lu, piv, info;
+  emit_getrf(b, flat(b, at ? mt(b, a) : a, 2), &lu, &piv, &info);
+  tp_hlo_value_t x;
+  tp_meta_t xm;
+  if (op->code == TP_FAC_INV_EX) {
+    int64_t d3[3] = {lu.dims[0], n, n};
+    tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
+                                               tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
+                                        a.dtype);
+    x = emit_getrs(b, lu, piv, eye, at);
+    out[0] = unflat(b, x, &out_meta[0]);
+    out[1] = unflat(b, info, &out_meta[1]);
+    return;
+  }
+  bool left = flag(args, n_args, 2, 1);
+  bool vec = is_vector_rhs(&args[0].meta, &args[1].meta);
+  xm = out_meta[0];
+  if (vec) xm.sizes[xm.ndim++] = 1;
+  tp_meta_t bb = batch_of(&xm);
+  tp_hlo_value_t rhs = in[1];
+  if (vec) {
+    int64_t d[TP_MAX_DIMS];
+    memcpy(d, rhs.dims, sizeof(int64_t) * (size_t)rhs.ndim);
+    d[rhs.ndim] = 1;
+    rhs = tp_hlo_reshape(b, rhs, rhs.ndim + 1, d);
+  }
+  tp_meta_t lum = args[0].meta;
+  tp_hlo_value_t luf = batch_flat(b, unflat(b, lu, &lum), &bb, 2);
+  tp_meta_t pm = out_meta[2];
+  tp_hlo_value_t pivf = batch_flat(b, unflat(b, piv, &pm), &bb, 1);
+  x = solve_side(b, luf, pivf, batch_flat(b, rhs, &bb, 2), left, at);
+  out[0] = unflat(b, x, &out_meta[0]);
+  out[1] = unflat(b, lu, &out_meta[1]);
+  out[2] = unflat(b, piv, &out_meta[2]);
+  out[3] = unflat(b, info, &out_meta[3]);
+}
+
+/* det (or slogdet's sign and log|det|) from the LU diagonal and the pivots' parity, then the
+ * LU and pivots their backward reads. */
+static void emit_det(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                     const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  bool at = use_transpose(&args[0]);
+  tp_hlo_value_t lu, piv, info;
+  emit_getrf(b, flat(b, at ? mt(b, a) : a, 2), &lu, &piv, &info);
+  tp_hlo_value_t sgn = pivots_sign(b, piv, a.dtype), diag = diagonal(b, lu);
+  int i = 0;
+  if (op->code == TP_FAC_DET) {
+    out[i] = unflat(b, tp_bin(b, TP_HLO_MUL, sgn, reduce1(b, diag, TP_HLO_MUL, 1, 1)), &out_meta[i]);
+    i++;
+  } else {
+    tp_hlo_value_t s = reduce1(b, tp_hlo_unary(b, TP_HLO_SIGN, diag), TP_HLO_MUL, 1, 1);
+    out[i] = unflat(b, tp_bin(b, TP_HLO_MUL, s, sgn), &out_meta[i]);
+    i++;
+    tp_hlo_value_t la = tp_hlo_unary(b, TP_HLO_LOG, tp_hlo_unary(b, TP_HLO_ABS, diag));
+    out[i] = unflat(b, reduce1(b, la, TP_HLO_ADD, 0, 1), &out_meta[i]);
+    i++;
+  }
+  out[i] = unflat(b, lu, &out_meta[i]);
+  out[i + 1] = unflat(b, piv, &out_meta[i + 1]);
+}
+
+/* linalg_qr: R from geqrf's upper triangle, Q from its reflectors unless mode is "r". */
+static void emit_qr(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                     const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   tp_hlo_value_t a = in[0];
   int64_t m = a.dims[a.ndim - 2], n = a.dims[a.ndim - 1], k = m < n ? m : n;
+  const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
+  bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
+  tp_hlo_value_t qr, tau;
+  tp_factor_geqrf(b, flat(b, a, 2), &qr, &tau);
+  int64_t bt = qr.dims[0], rr = complete ? m : k;
+  const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
+  int64_t rl[3] = {bt, rr, n};
+  tp_hlo_value_t r = band(b, tp_hlo_slice(b, qr, st, rl, one), true, 0);
+  out[1] = unflat(b, r, &out_meta[1]);
+  if (r_only) {
+    out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
+    return;
+  }
+  out[0] = unflat(b, tp_factor_orgqr(b, qr, tau, complete ? m : k), &out_meta[0]);
+}
+
+/* (L L^T)^-1 = L^-T L^-1, or U^-1 U^-T, as potri */
+static void emit_cholesky_inverse(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                                  const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                                  tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  bool upper = flag(args, n_args, 1, 0);
+  tp_hlo_value_t x = flat(b, a, 2);
+  if (tp_hlo_numel(&x) == 0) {
+    out[0] = unflat(b, x, &out_meta[0]);
+    return;
+  }
+  tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1),
+                                             tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2)),
+                                      a.dtype);
+  tp_hlo_value_t inv = tp_hlo_triangular_solve(b, x, eye, true, !upper, false, false);
+  const int64_t bd = 0, c1 = upper ? 2 : 1;
+  tp_hlo_value_t r = tp_hlo_dot_general(b, inv, inv, 1, &bd, &bd, 1, &c1, &c1, a.dtype);
+  out[0] = unflat(b, r, &out_meta[0]);
+}
+
+/* Eigenvalues of the symmetric matrix the chosen triangle defines, ascending, in float64. */
+static void emit_eigvalsh(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                          const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                          tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
+  bool lower = strcmp(uplo, "U") != 0;
+  tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
+  /* The chosen triangle mirrored: the other one is never read. */
+  tp_hlo_value_t t = band(b, x, !lower, 0), strict = band(b, x, !lower, lower ? -1 : 1);
+  tp_hlo_value_t sym = tp_bin(b, TP_HLO_ADD, t, mt(b, strict));
+  tp_hlo_value_t w = tp_factor_sort_last(b, tp_factor_sym_eigvals(b, sym), false);
+  out[0] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[0]);
+  out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
+}
+
+/* Singular values, descending, in float64; empty U and Vh beside them. */
+static void emit_svdvals(tp_hlo_builder_t *b, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
+                         tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  int64_t m = a.dims[a.ndim - 2], n = a.dims[a.ndim - 1];
+  tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
+  if (m < n) x = mt(b, x); /* the same values; columns the shorter side */
+  tp_hlo_value_t w = tp_factor_sort_last(b, tp_factor_svals(b, x), true);
+  out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
+  out[1] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[1]);
+  out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
+}
+
+void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
+  tp_hlo_value_t a = in[0];
+  int64_t n = a.dims[a.ndim - 1];
   switch (op->code) {
     case TP_FAC_LU_FACTOR_EX: {
       tp_hlo_value_t lu, piv, info;
@@ -442,43 +690,9 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       return;
     }
     case TP_FAC_LU:
-    case TP_FAC_LU_UNPACK: {
-      tp_hlo_value_t lu = flat(b, a, 2), piv = lu;
-      bool data = true, pivots = true;
-      if (op->code == TP_FAC_LU) {
-        tp_hlo_value_t info;
-        emit_getrf(b, lu, &lu, &piv, &info);
-      } else {
-        data = flag(args, n_args, 2, 1), pivots = flag(args, n_args, 3, 1);
-        if (pivots) piv = flat(b, in[1], 1);
-      }
-      int64_t bt = lu.dims[0];
-      if (pivots) {
-        tp_hlo_value_t perm = emit_perm(b, piv, m);
-        int64_t d3[3] = {bt, m, m};
-        const int64_t m02[2] = {0, 2};
-        tp_hlo_value_t p = tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
-                               spread(b, perm, 3, d3, m02));
-        out[0] = unflat(b, tp_hlo_convert(b, p, a.dtype), &out_meta[0]);
-      } else {
-        out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
-      }
-      if (data) {
-        const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-        int64_t ll[3] = {bt, m, k}, ul[3] = {bt, k, n};
-        tp_hlo_value_t l = band(b, tp_hlo_slice(b, lu, st, ll, one), false, -1);
-        int64_t d3[3] = {bt, m, k};
-        tp_hlo_value_t eye = tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
-                                 tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2));
-        l = tp_sel(b, eye, fill(b, a.dtype, 1, 3, d3), l);
-        out[1] = unflat(b, l, &out_meta[1]);
-        out[2] = unflat(b, band(b, tp_hlo_slice(b, lu, st, ul, one), true, 0), &out_meta[2]);
-      } else {
-        out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
-        out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
-      }
+    case TP_FAC_LU_UNPACK:
+      emit_lu_unpack(op, b, args, n_args, in, out_meta, out);
       return;
-    }
     case TP_FAC_LU_SOLVE: {
       bool left = flag(args, n_args, 3, 1), adjoint = flag(args, n_args, 4, 0);
       tp_meta_t bb = batch_of(&out_meta[0]);
@@ -488,68 +702,13 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       return;
     }
     case TP_FAC_SOLVE_EX:
-    case TP_FAC_INV_EX: {
-      /* CPU factors A itself here, whatever its layout (only det and slogdet take A^T). */
-      bool at = false;
-      tp_hlo_value_t lu, piv, info;
-      emit_getrf(b, flat(b, at ? mt(b, a) : a, 2), &lu, &piv, &info);
-      tp_hlo_value_t x;
-      tp_meta_t xm;
-      if (op->code == TP_FAC_INV_EX) {
-        int64_t d3[3] = {lu.dims[0], n, n};
-        tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 1),
-                                                   tp_hlo_iota(b, TP_DTYPE_I32, 3, d3, 2)),
-                                            a.dtype);
-        x = emit_getrs(b, lu, piv, eye, at);
-        out[0] = unflat(b, x, &out_meta[0]);
-        out[1] = unflat(b, info, &out_meta[1]);
-        return;
-      }
-      bool left = flag(args, n_args, 2, 1);
-      bool vec = is_vector_rhs(&args[0].meta, &args[1].meta);
-      xm = out_meta[0];
-      if (vec) xm.sizes[xm.ndim++] = 1;
-      tp_meta_t bb = batch_of(&xm);
-      tp_hlo_value_t rhs = in[1];
-      if (vec) {
-        int64_t d[TP_MAX_DIMS];
-        memcpy(d, rhs.dims, sizeof(int64_t) * (size_t)rhs.ndim);
-        d[rhs.ndim] = 1;
-        rhs = tp_hlo_reshape(b, rhs, rhs.ndim + 1, d);
-      }
-      tp_meta_t lum = args[0].meta;
-      tp_hlo_value_t luf = batch_flat(b, unflat(b, lu, &lum), &bb, 2);
-      tp_meta_t pm = out_meta[2];
-      tp_hlo_value_t pivf = batch_flat(b, unflat(b, piv, &pm), &bb, 1);
-      x = solve_side(b, luf, pivf, batch_flat(b, rhs, &bb, 2), left, at);
-      out[0] = unflat(b, x, &out_meta[0]);
-      out[1] = unflat(b, lu, &out_meta[1]);
-      out[2] = unflat(b, piv, &out_meta[2]);
-      out[3] = unflat(b, info, &out_meta[3]);
+    case TP_FAC_INV_EX:
+      emit_solve_or_inv(op, b, args, n_args, in, out_meta, out);
       return;
-    }
     case TP_FAC_DET:
-    case TP_FAC_SLOGDET: {
-      bool at = use_transpose(&args[0]);
-      tp_hlo_value_t lu, piv, info;
-      emit_getrf(b, flat(b, at ? mt(b, a) : a, 2), &lu, &piv, &info);
-      tp_hlo_value_t sgn = pivots_sign(b, piv, a.dtype), diag = diagonal(b, lu);
-      int i = 0;
-      if (op->code == TP_FAC_DET) {
-        out[i] = unflat(b, tp_bin(b, TP_HLO_MUL, sgn, reduce1(b, diag, TP_HLO_MUL, 1, 1)), &out_meta[i]);
-        i++;
-      } else {
-        tp_hlo_value_t s = reduce1(b, tp_hlo_unary(b, TP_HLO_SIGN, diag), TP_HLO_MUL, 1, 1);
-        out[i] = unflat(b, tp_bin(b, TP_HLO_MUL, s, sgn), &out_meta[i]);
-        i++;
-        tp_hlo_value_t la = tp_hlo_unary(b, TP_HLO_LOG, tp_hlo_unary(b, TP_HLO_ABS, diag));
-        out[i] = unflat(b, reduce1(b, la, TP_HLO_ADD, 0, 1), &out_meta[i]);
-        i++;
-      }
-      out[i] = unflat(b, lu, &out_meta[i]);
-      out[i + 1] = unflat(b, piv, &out_meta[i + 1]);
+    case TP_FAC_SLOGDET:
+      emit_det(op, b, args, in, out_meta, out);
       return;
-    }
     case TP_FAC_GEQRF: {
       tp_hlo_value_t qr, tau;
       tp_factor_geqrf(b, flat(b, a, 2), &qr, &tau);
@@ -572,60 +731,18 @@ void tp_emit_factor(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       out[0] = unflat(b, c, &out_meta[0]);
       return;
     }
-    case TP_FAC_QR: {
-      const char *mode = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "reduced";
-      bool complete = !strcmp(mode, "complete"), r_only = !strcmp(mode, "r");
-      tp_hlo_value_t qr, tau;
-      tp_factor_geqrf(b, flat(b, a, 2), &qr, &tau);
-      int64_t bt = qr.dims[0], rr = complete ? m : k;
-      const int64_t st[3] = {0, 0, 0}, one[3] = {1, 1, 1};
-      int64_t rl[3] = {bt, rr, n};
-      tp_hlo_value_t r = band(b, tp_hlo_slice(b, qr, st, rl, one), true, 0);
-      out[1] = unflat(b, r, &out_meta[1]);
-      if (r_only) {
-        out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
-        return;
-      }
-      out[0] = unflat(b, tp_factor_orgqr(b, qr, tau, complete ? m : k), &out_meta[0]);
+    case TP_FAC_QR:
+      emit_qr(b, args, n_args, in, out_meta, out);
       return;
-    }
-    case TP_FAC_CHOLESKY_INVERSE: { /* (L L^T)^-1 = L^-T L^-1, or U^-1 U^-T, as potri */
-      bool upper = flag(args, n_args, 1, 0);
-      tp_hlo_value_t x = flat(b, a, 2);
-      if (tp_hlo_numel(&x) == 0) {
-        out[0] = unflat(b, x, &out_meta[0]);
-        return;
-      }
-      tp_hlo_value_t eye = tp_hlo_convert(b, tp_cmp(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 1),
-                                                 tp_hlo_iota(b, TP_DTYPE_I32, 3, x.dims, 2)),
-                                          a.dtype);
-      tp_hlo_value_t inv = tp_hlo_triangular_solve(b, x, eye, true, !upper, false, false);
-      const int64_t bd = 0, c1 = upper ? 2 : 1;
-      tp_hlo_value_t r = tp_hlo_dot_general(b, inv, inv, 1, &bd, &bd, 1, &c1, &c1, a.dtype);
-      out[0] = unflat(b, r, &out_meta[0]);
+    case TP_FAC_CHOLESKY_INVERSE:
+      emit_cholesky_inverse(b, args, n_args, in, out_meta, out);
       return;
-    }
-    case TP_FAC_EIGVALSH: {
-      const char *uplo = n_args > 1 && args[1].kind == TP_ARG_STR ? args[1].s : "L";
-      bool lower = strcmp(uplo, "U") != 0;
-      tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
-      /* The chosen triangle mirrored: the other one is never read. */
-      tp_hlo_value_t t = band(b, x, !lower, 0), strict = band(b, x, !lower, lower ? -1 : 1);
-      tp_hlo_value_t sym = tp_bin(b, TP_HLO_ADD, t, mt(b, strict));
-      tp_hlo_value_t w = tp_factor_sort_last(b, tp_factor_sym_eigvals(b, sym), false);
-      out[0] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[0]);
-      out[1] = fill(b, a.dtype, 0, 1, out_meta[1].sizes);
+    case TP_FAC_EIGVALSH:
+      emit_eigvalsh(b, args, n_args, in, out_meta, out);
       return;
-    }
-    case TP_FAC_SVDVALS: {
-      tp_hlo_value_t x = tp_hlo_convert(b, flat(b, a, 2), TP_DTYPE_F64);
-      if (m < n) x = mt(b, x); /* the same values; columns the shorter side */
-      tp_hlo_value_t w = tp_factor_sort_last(b, tp_factor_svals(b, x), true);
-      out[0] = fill(b, a.dtype, 0, 1, out_meta[0].sizes);
-      out[1] = unflat(b, tp_hlo_convert(b, w, a.dtype), &out_meta[1]);
-      out[2] = fill(b, a.dtype, 0, 1, out_meta[2].sizes);
+    case TP_FAC_SVDVALS:
+      emit_svdvals(b, in, out_meta, out);
       return;
-    }
     default:
       return;
   }
