@@ -131,12 +131,9 @@ static bool with_indices(const tp_op_def_t *op, int n_args) {
   return (op->code == TP_R_MAX || op->code == TP_R_MIN) && n_args > 1;
 }
 
-tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
-                             int *n_out) {
-  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
-    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
-  reduction_t r;
-  TP_RETURN_IF_ERROR(parse_reduction(op, args, n_args, &r));
+/* The result dtype by the row's code into *out_dtype, or the error CPU raises for the input. */
+static tp_status_t *result_dtype(const tp_op_def_t *op, const tp_op_arg_t *args,
+                                 const reduction_t *r, tp_dtype_t *out_dtype) {
   const tp_meta_t *m = &args[0].meta;
   tp_dtype_t in = m->dtype, dt = in;
   switch ((tp_reduce_t)op->code) {
@@ -155,7 +152,7 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       break;
     case TP_R_AMINMAX:
       for (int i = 0; i < m->ndim; i++)
-        if (r.mask[i] && m->sizes[i] == 0) /* CPU's error names the empty dimension */
+        if (r->mask[i] && m->sizes[i] == 0) /* CPU's error names the empty dimension */
           return tp_make_status(TP_UNIMPLEMENTED, "aminmax over an empty dimension");
       if (m->ndim == 0 && tp_meta_numel(m) == 0)
         return tp_make_status(TP_UNIMPLEMENTED, "aminmax of an empty tensor");
@@ -166,11 +163,11 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
         return tp_make_status(TP_UNIMPLEMENTED, "%s: unexpected output tensors", op->name);
       break;
     case TP_R_SUM: case TP_R_PROD: case TP_R_CUMSUM: case TP_R_CUMPROD: case TP_R_NANSUM:
-      dt = r.dtype != TP_DTYPE_INVALID              ? r.dtype
+      dt = r->dtype != TP_DTYPE_INVALID              ? r->dtype
            : tp_dtype_is_float(in) || tp_dtype_is_complex(in) ? in : TP_DTYPE_I64;
       break;
     case TP_R_MEAN:
-      dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;
+      dt = r->dtype != TP_DTYPE_INVALID ? r->dtype : in;
       if (!tp_dtype_is_float(dt)) /* CPU raises NotImplementedError, in its words */
         return tp_make_status(TP_UNIMPLEMENTED, "mean of %s", tp_dtype_name(dt));
       break;
@@ -183,7 +180,7 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       break;
     case TP_R_LOGSUMEXP: if (!tp_dtype_is_float(in)) dt = TP_DTYPE_F32; break;
     case TP_R_NORM:
-      dt = r.dtype != TP_DTYPE_INVALID ? r.dtype : in;
+      dt = r->dtype != TP_DTYPE_INVALID ? r->dtype : in;
       /* norm(): CPU words its own error for integer inputs. */
       if (!tp_dtype_is_float(dt) && strncmp(op->name, "norm.", 5) == 0)
         return tp_make_status(TP_UNIMPLEMENTED, "norm of %s", tp_dtype_name(dt));
@@ -194,11 +191,18 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
       break;
     default: break;
   }
+  *out_dtype = dt;
+  return NULL;
+}
+
+/* max/min/amax/amin/argmax/argmin of an empty input reduce only over named dims of non-zero size
+ * (PyTorch's zero_numel_check_dims): then the result is empty too. Else CPU's error. */
+static tp_status_t *check_empty_extreme(const tp_op_def_t *op, const tp_op_arg_t *args,
+                                        int n_args) {
+  const tp_meta_t *m = &args[0].meta;
   if ((op->code == TP_R_MAX || op->code == TP_R_MIN || op->code == TP_R_AMAX ||
        op->code == TP_R_AMIN || op->code == TP_R_ARGMAX || op->code == TP_R_ARGMIN) &&
       tp_meta_numel(m) == 0) {
-    /* An empty input reduces only over named dims of non-zero size (PyTorch's
-     * zero_numel_check_dims): then the result is empty too. */
     int base = (int)strcspn(op->name, ".");
     const tp_op_arg_t *d = arg_at(args, n_args, 1);
     int nd = !d ? 0 : d->kind == TP_ARG_INTS ? d->n : d->kind == TP_ARG_INT ? 1 : 0;
@@ -218,6 +222,19 @@ tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_arg
                               base, op->name, (long long)v);
     }
   }
+  return NULL;
+}
+
+tp_status_t *tp_infer_reduce(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
+                             int *n_out) {
+  if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
+  reduction_t r;
+  TP_RETURN_IF_ERROR(parse_reduction(op, args, n_args, &r));
+  const tp_meta_t *m = &args[0].meta;
+  tp_dtype_t dt = m->dtype; /* result_dtype sets it */
+  TP_RETURN_IF_ERROR(result_dtype(op, args, &r, &dt));
+  TP_RETURN_IF_ERROR(check_empty_extreme(op, args, n_args));
   if (op->code == TP_R_NORM && args[1].kind == TP_ARG_SCALAR) {
     /* The order shapes the program: make it an attribute, part of the signature. */
     double ord = tp_dtype_is_float(args[1].meta.dtype) ? args[1].f : (double)args[1].i;
@@ -360,6 +377,141 @@ static tp_hlo_value_t arg_extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_
                      mask);
 }
 
+/* nansum: the sum with NaNs counted as zeros. */
+static tp_hlo_value_t emit_nansum(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t acc,
+                                  const bool *mask) {
+  tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
+  if (tp_dtype_is_float(xs.dtype))
+    xs = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, xs, xs), tp_k(b, 0, xs), xs);
+  return reduce_dims(b, xs, TP_HLO_ADD, 0, mask);
+}
+
+/* trace: the sum of the matrix with its off-diagonal elements zeroed. */
+static tp_hlo_value_t emit_trace(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t acc,
+                                 const bool *mask) {
+  tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+  tp_hlo_value_t diag = tp_hlo_compare(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 0),
+                                       tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 1));
+  return reduce_dims(b, tp_hlo_select(b, diag, xs, tp_k(b, 0, xs)), TP_HLO_ADD, 0, mask);
+}
+
+/* var/std (and their _mean forms, whose mean goes to out[1]) of |x| over r's dims, in |acc|. */
+static tp_hlo_value_t emit_var_std(const tp_op_def_t *op, tp_hlo_builder_t *b,
+                                   const tp_op_arg_t *args, int n_args, const tp_hlo_value_t *in,
+                                   const reduction_t *r, const tp_meta_t *out_meta,
+                                   tp_hlo_value_t *out) {
+  tp_hlo_value_t x = in[0];
+  tp_dtype_t od = out_meta[0].dtype;
+  tp_dtype_t acc = tp_math_dtype(od);
+  tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+  int64_t n = reduced_count(&xs, r->mask);
+  bool with_mean = op->code == TP_R_VAR_MEAN || op->code == TP_R_STD_MEAN;
+  tp_hlo_value_t mean, inf_before_last;
+  bool welford = with_mean && tp_dtype_is_float(acc) && n > 0;
+  if (welford)
+    mean = sum_welford_order(b, xs, r->mask, &inf_before_last);
+  else
+    mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r->mask);
+  mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_k(b, (double)n, mean));
+  tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, mean, &xs, r->mask));
+  tp_hlo_value_t v = reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), TP_HLO_ADD, 0, r->mask);
+  tp_hlo_value_t corr = r->correction_arg < n_args && args[r->correction_arg].kind == TP_ARG_SCALAR
+                            ? tp_hlo_convert(b, in[r->correction_arg], acc)
+                            : tp_hlo_constant(b, acc, 1);
+  tp_hlo_value_t denom = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_constant(b, acc, (double)n), corr);
+  denom = tp_hlo_binary(b, TP_HLO_MAX, denom, tp_hlo_constant(b, acc, 0));
+  v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_hlo_broadcast_to(b, denom, v.ndim, v.dims));
+  if (op->code == TP_R_STD || op->code == TP_R_STD_MEAN) v = tp_hlo_unary(b, TP_HLO_SQRT, v);
+  if (with_mean) {
+    if (welford) mean = tp_hlo_select(b, inf_before_last, nan_like(b, &mean), mean);
+    out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, mean, out_meta[1].ndim, out_meta[1].sizes), od);
+  }
+  return v;
+}
+
+/* cummax/cummin along |dim|: the values, and their indices into *out_indices. */
+static tp_hlo_value_t emit_cum_extreme(tp_hlo_builder_t *b, tp_hlo_value_t x, bool is_max, int dim,
+                                       tp_hlo_value_t *out_indices) {
+  /* Running extreme by reduce_window; its index is the last position j so far where x_j
+   * reached the running extreme (or is NaN, which then stays), itself a running max. */
+  if (x.ndim == 0 || x.dims[dim] == 0) {
+    *out_indices = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), x.ndim, x.dims);
+    return x;
+  }
+  int64_t win[TP_MAX_DIMS], lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+  for (int i = 0; i < x.ndim; i++) win[i] = 1;
+  int64_t n = x.dims[dim];
+  win[dim] = n;
+  lo[dim] = n - 1;
+  bool bl = x.dtype == TP_DTYPE_BOOL;
+  tp_hlo_binary_t hop = bl ? (is_max ? TP_HLO_OR : TP_HLO_AND) : (is_max ? TP_HLO_MAX : TP_HLO_MIN);
+  tp_hlo_value_t v = tp_hlo_reduce_window(b, x, limit(b, x.dtype, is_max), hop, win, lo, hi);
+  if (tp_dtype_is_float(x.dtype)) { /* reduce_window's max drops NaN; CPU's keeps it */
+    tp_hlo_value_t seen = tp_hlo_reduce_window(b, tp_hlo_compare(b, TP_CMP_NE, x, x),
+                                               tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR,
+                                               win, lo, hi);
+    v = tp_hlo_select(b, seen, nan_like(b, &v), v);
+  }
+  tp_hlo_value_t at = tp_hlo_compare(b, is_max ? TP_CMP_GE : TP_CMP_LE, x, v);
+  if (tp_dtype_is_float(x.dtype))
+    at = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x),
+                       tp_hlo_binary(b, TP_HLO_AND, at, tp_hlo_compare(b, TP_CMP_EQ, v, v)));
+  tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, dim);
+  tp_hlo_value_t j = tp_hlo_select(b, at, io, tp_k(b, -1, io));
+  *out_indices = tp_hlo_reduce_window(b, j, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), TP_HLO_MAX, win, lo, hi);
+  return v;
+}
+
+static tp_hlo_value_t emit_logsumexp(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t acc,
+                                     const bool *mask) {
+  tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
+  tp_hlo_value_t m = reduce_dims(b, xs, TP_HLO_MAX, -INFINITY, mask);
+  /* An infinite max would make x - m NaN: shift by 0 there instead. */
+  tp_hlo_value_t finite = tp_hlo_unary(b, TP_HLO_IS_FINITE, m);
+  m = tp_hlo_select(b, finite, m, tp_k(b, 0, m));
+  tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP,
+                                  tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, m, &xs, mask)));
+  return tp_hlo_binary(b, TP_HLO_ADD,
+                       tp_hlo_unary(b, TP_HLO_LOG, reduce_dims(b, e, TP_HLO_ADD, 0, mask)), m);
+}
+
+/* The vector norm of order |ord| (0, 1, 2, +-inf by their own forms, else (sum |x|^p)^(1/p)). */
+static tp_hlo_value_t emit_norm(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t acc, double ord,
+                                const bool *mask) {
+  tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, tp_hlo_convert(b, x, acc));
+  tp_hlo_value_t v;
+  if (isinf(ord)) {
+    v = extreme(b, a, ord > 0, mask);
+  } else if (ord == 0) {
+    v = reduce_dims(b, tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, a, tp_k(b, 0, a)), acc),
+                    TP_HLO_ADD, 0, mask);
+  } else if (ord == 1) {
+    v = reduce_dims(b, a, TP_HLO_ADD, 0, mask);
+  } else if (ord == 2) {
+    v = tp_hlo_unary(b, TP_HLO_SQRT, reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, a, a), TP_HLO_ADD, 0, mask));
+  } else {
+    tp_hlo_value_t p = tp_hlo_binary(b, TP_HLO_POW, a, tp_k(b, ord, a));
+    v = reduce_dims(b, p, TP_HLO_ADD, 0, mask);
+    v = tp_hlo_binary(b, TP_HLO_POW, v, tp_k(b, 1.0 / ord, v));
+  }
+  return v;
+}
+
+/* cumsum/cumprod along |dim| by a reduce_window over all the elements before. */
+static tp_hlo_value_t emit_cum_sum_prod(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dtype_t acc,
+                                        bool sum, int dim) {
+  tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
+  if (xs.ndim == 0) return xs;
+  int64_t win[TP_MAX_DIMS], lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+  for (int i = 0; i < xs.ndim; i++) win[i] = 1;
+  int64_t n = xs.dims[dim];
+  win[dim] = n > 0 ? n : 1;
+  lo[dim] = n > 0 ? n - 1 : 0;
+  return n == 0 ? xs
+                : tp_hlo_reduce_window(b, xs, tp_hlo_constant(b, xs.dtype, sum ? 0 : 1),
+                                       sum ? TP_HLO_ADD : TP_HLO_MUL, win, lo, hi);
+}
+
 void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                     tp_hlo_value_t *out) {
@@ -399,136 +551,39 @@ void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_
       v = reduce_dims(b, tp_hlo_convert(b, x, TP_DTYPE_BOOL),
                       op->code == TP_R_ANY ? TP_HLO_OR : TP_HLO_AND, op->code == TP_R_ALL, r.mask);
       break;
-    case TP_R_VAR: case TP_R_STD: case TP_R_VAR_MEAN: case TP_R_STD_MEAN: {
-      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
-      int64_t n = reduced_count(&xs, r.mask);
-      bool with_mean = op->code == TP_R_VAR_MEAN || op->code == TP_R_STD_MEAN;
-      tp_hlo_value_t mean, inf_before_last;
-      bool welford = with_mean && tp_dtype_is_float(acc) && n > 0;
-      if (welford)
-        mean = sum_welford_order(b, xs, r.mask, &inf_before_last);
-      else
-        mean = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
-      mean = tp_hlo_binary(b, TP_HLO_DIV, mean, tp_k(b, (double)n, mean));
-      tp_hlo_value_t d = tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, mean, &xs, r.mask));
-      v = reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, d, d), TP_HLO_ADD, 0, r.mask);
-      tp_hlo_value_t corr = r.correction_arg < n_args && args[r.correction_arg].kind == TP_ARG_SCALAR
-                                ? tp_hlo_convert(b, in[r.correction_arg], acc)
-                                : tp_hlo_constant(b, acc, 1);
-      tp_hlo_value_t denom = tp_hlo_binary(b, TP_HLO_SUB, tp_hlo_constant(b, acc, (double)n), corr);
-      denom = tp_hlo_binary(b, TP_HLO_MAX, denom, tp_hlo_constant(b, acc, 0));
-      v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_hlo_broadcast_to(b, denom, v.ndim, v.dims));
-      if (op->code == TP_R_STD || op->code == TP_R_STD_MEAN) v = tp_hlo_unary(b, TP_HLO_SQRT, v);
-      if (with_mean) {
-        if (welford) mean = tp_hlo_select(b, inf_before_last, nan_like(b, &mean), mean);
-        out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, mean, out_meta[1].ndim, out_meta[1].sizes), od);
-      }
+    case TP_R_VAR: case TP_R_STD: case TP_R_VAR_MEAN: case TP_R_STD_MEAN:
+      v = emit_var_std(op, b, args, n_args, in, &r, out_meta, out);
       break;
-    }
     case TP_R_AMINMAX:
       v = extreme(b, x, false, r.mask);
       out[1] = tp_hlo_convert(b, tp_hlo_reshape(b, extreme(b, x, true, r.mask), out_meta[1].ndim,
                                                 out_meta[1].sizes), od);
       break;
-    case TP_R_NANSUM: {
-      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
-      if (tp_dtype_is_float(xs.dtype))
-        xs = tp_hlo_select(b, tp_hlo_compare(b, TP_CMP_NE, xs, xs), tp_k(b, 0, xs), xs);
-      v = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
+    case TP_R_NANSUM:
+      v = emit_nansum(b, x, acc, r.mask);
       break;
-    }
     case TP_R_COUNT_NONZERO: {
       tp_hlo_value_t nz = tp_hlo_compare(b, TP_CMP_NE, x, tp_k(b, 0, x));
       v = reduce_dims(b, tp_hlo_convert(b, nz, TP_DTYPE_I64), TP_HLO_ADD, 0, r.mask);
       break;
     }
-    case TP_R_TRACE: {
-      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
-      tp_hlo_value_t diag = tp_hlo_compare(b, TP_CMP_EQ, tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 0),
-                                           tp_hlo_iota(b, TP_DTYPE_I64, 2, xs.dims, 1));
-      v = reduce_dims(b, tp_hlo_select(b, diag, xs, tp_k(b, 0, xs)), TP_HLO_ADD, 0, r.mask);
+    case TP_R_TRACE:
+      v = emit_trace(b, x, acc, r.mask);
       break;
-    }
-    case TP_R_CUMMAX: case TP_R_CUMMIN: {
-      /* Running extreme by reduce_window; its index is the last position j so far where x_j
-       * reached the running extreme (or is NaN, which then stays), itself a running max. */
-      bool is_max = op->code == TP_R_CUMMAX;
-      if (x.ndim == 0 || x.dims[r.dim] == 0) {
-        v = x;
-        out[1] = tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, TP_DTYPE_I64, 0), x.ndim, x.dims);
-        break;
-      }
-      int64_t win[TP_MAX_DIMS], lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
-      for (int i = 0; i < x.ndim; i++) win[i] = 1;
-      int64_t n = x.dims[r.dim];
-      win[r.dim] = n;
-      lo[r.dim] = n - 1;
-      bool bl = x.dtype == TP_DTYPE_BOOL;
-      tp_hlo_binary_t hop = bl ? (is_max ? TP_HLO_OR : TP_HLO_AND) : (is_max ? TP_HLO_MAX : TP_HLO_MIN);
-      v = tp_hlo_reduce_window(b, x, limit(b, x.dtype, is_max), hop, win, lo, hi);
-      if (tp_dtype_is_float(x.dtype)) { /* reduce_window's max drops NaN; CPU's keeps it */
-        tp_hlo_value_t seen = tp_hlo_reduce_window(b, tp_hlo_compare(b, TP_CMP_NE, x, x),
-                                                   tp_hlo_constant_i(b, TP_DTYPE_BOOL, 0), TP_HLO_OR,
-                                                   win, lo, hi);
-        v = tp_hlo_select(b, seen, nan_like(b, &v), v);
-      }
-      tp_hlo_value_t at = tp_hlo_compare(b, is_max ? TP_CMP_GE : TP_CMP_LE, x, v);
-      if (tp_dtype_is_float(x.dtype))
-        at = tp_hlo_binary(b, TP_HLO_OR, tp_hlo_compare(b, TP_CMP_NE, x, x),
-                           tp_hlo_binary(b, TP_HLO_AND, at, tp_hlo_compare(b, TP_CMP_EQ, v, v)));
-      tp_hlo_value_t io = tp_hlo_iota(b, TP_DTYPE_I64, x.ndim, x.dims, r.dim);
-      tp_hlo_value_t j = tp_hlo_select(b, at, io, tp_k(b, -1, io));
-      out[1] = tp_hlo_reduce_window(b, j, tp_hlo_constant_i(b, TP_DTYPE_I64, -1), TP_HLO_MAX, win, lo, hi);
+    case TP_R_CUMMAX: case TP_R_CUMMIN:
+      v = emit_cum_extreme(b, x, op->code == TP_R_CUMMAX, r.dim, &out[1]);
       break;
-    }
-    case TP_R_LOGSUMEXP: {
-      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc);
-      tp_hlo_value_t m = reduce_dims(b, xs, TP_HLO_MAX, -INFINITY, r.mask);
-      /* An infinite max would make x - m NaN: shift by 0 there instead. */
-      tp_hlo_value_t finite = tp_hlo_unary(b, TP_HLO_IS_FINITE, m);
-      m = tp_hlo_select(b, finite, m, tp_k(b, 0, m));
-      tp_hlo_value_t e = tp_hlo_unary(b, TP_HLO_EXP,
-                                      tp_hlo_binary(b, TP_HLO_SUB, xs, expand_back(b, m, &xs, r.mask)));
-      v = tp_hlo_binary(b, TP_HLO_ADD,
-                        tp_hlo_unary(b, TP_HLO_LOG, reduce_dims(b, e, TP_HLO_ADD, 0, r.mask)), m);
+    case TP_R_LOGSUMEXP:
+      v = emit_logsumexp(b, x, acc, r.mask);
       break;
-    }
     case TP_R_NORM: {
-      tp_hlo_value_t a = tp_hlo_unary(b, TP_HLO_ABS, tp_hlo_convert(b, x, acc));
       double ord = args[r.ord_arg].kind == TP_ARG_FLOAT ? args[r.ord_arg].f : 2;
-      if (isinf(ord)) {
-        v = extreme(b, a, ord > 0, r.mask);
-      } else if (ord == 0) {
-        v = reduce_dims(b, tp_hlo_convert(b, tp_hlo_compare(b, TP_CMP_NE, a, tp_k(b, 0, a)), acc),
-                        TP_HLO_ADD, 0, r.mask);
-      } else if (ord == 1) {
-        v = reduce_dims(b, a, TP_HLO_ADD, 0, r.mask);
-      } else if (ord == 2) {
-        v = tp_hlo_unary(b, TP_HLO_SQRT, reduce_dims(b, tp_hlo_binary(b, TP_HLO_MUL, a, a), TP_HLO_ADD, 0, r.mask));
-      } else {
-        tp_hlo_value_t p = tp_hlo_binary(b, TP_HLO_POW, a, tp_k(b, ord, a));
-        v = reduce_dims(b, p, TP_HLO_ADD, 0, r.mask);
-        v = tp_hlo_binary(b, TP_HLO_POW, v, tp_k(b, 1.0 / ord, v));
-      }
+      v = emit_norm(b, x, acc, ord, r.mask);
       break;
     }
-    case TP_R_CUMSUM: case TP_R_CUMPROD: {
-      tp_hlo_value_t xs = tp_hlo_convert(b, x, acc == TP_DTYPE_BOOL ? TP_DTYPE_I64 : acc);
-      if (xs.ndim == 0) {
-        v = xs;
-        break;
-      }
-      int64_t win[TP_MAX_DIMS], lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
-      for (int i = 0; i < xs.ndim; i++) win[i] = 1;
-      int64_t n = xs.dims[r.dim];
-      win[r.dim] = n > 0 ? n : 1;
-      lo[r.dim] = n > 0 ? n - 1 : 0;
-      bool sum = op->code == TP_R_CUMSUM;
-      v = n == 0 ? xs
-                 : tp_hlo_reduce_window(b, xs, tp_hlo_constant(b, xs.dtype, sum ? 0 : 1),
-                                        sum ? TP_HLO_ADD : TP_HLO_MUL, win, lo, hi);
+    case TP_R_CUMSUM: case TP_R_CUMPROD:
+      v = emit_cum_sum_prod(b, x, acc, op->code == TP_R_CUMSUM, r.dim);
       break;
-    }
     default:
       v = x;
   }
