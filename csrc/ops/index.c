@@ -268,231 +268,320 @@ static tp_hlo_value_t index_positions(tp_hlo_builder_t *b, const tp_op_arg_t *ar
   return lin;
 }
 
+/* index.Tensor: the indexed positions' shape. A mask's rows are counted first (op.h); the result
+ * pads to their capacity where they are its leading dim and broadcast with no other index. */
+static tp_status_t *infer_index_tensor(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                       tp_meta_t *out, int *n_out) {
+  tp_meta_t pos;
+  index_layout_t l;
+  tp_meta_t bshape;
+  TP_RETURN_IF_ERROR(index_layout(args, n_args, -1, &l, &bshape));
+  int64_t rows = -1;
+  if (l.mask >= 0) {
+    TP_RETURN_IF_ERROR(tp_infer_count(op, index_count_arg(args, n_args),
+                                      tp_meta_numel(&args[l.mask].meta),
+                                      l.at != 0 || l.others > 0, out, n_out, &rows));
+    if (rows < 0) return NULL; /* the count pass */
+  }
+  TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, rows, &pos));
+  out[0] = pos;
+  return NULL;
+}
+
+/* index_put(self, n, indices..., values, accumulate[, unsafe]): self's shape, once the values
+ * match self's dtype and broadcast to the indexed positions. */
+static tp_status_t *infer_index_put(const tp_op_arg_t *args, int n_args, tp_meta_t *out) {
+  tp_meta_t pos;
+  int v = 2 + list_count(args, n_args, 1);
+  if (v >= n_args || args[v].kind != TP_ARG_TENSOR)
+    return tp_make_status(TP_INVALID_ARGUMENT, "index_put_: values must be a tensor");
+  if (args[v].meta.dtype != args[0].meta.dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Index put requires the source and destination dtypes match, got %s "
+                          "for the destination and %s for the source.",
+                          tp_dtype_scalar_type_name(args[0].meta.dtype),
+                          tp_dtype_scalar_type_name(args[v].meta.dtype));
+  index_layout_t l;
+  tp_meta_t bshape;
+  int64_t vx[TP_MAX_DIMS];
+  TP_RETURN_IF_ERROR(index_layout(args, n_args, -1, &l, &bshape));
+  if (mask_put_shape(args, &l, v, vx)) {
+    out[0] = args[0].meta;
+    return NULL;
+  }
+  TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, -1, &pos));
+  tp_meta_t check;
+  TP_RETURN_IF_ERROR(tp_broadcast_shapes(&pos, &args[v].meta, &check));
+  if (check.ndim != pos.ndim || memcmp(check.sizes, pos.sizes, sizeof(int64_t) * (size_t)pos.ndim))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "shape mismatch: value tensor cannot be broadcast to indexing result");
+  out[0] = args[0].meta;
+  return NULL;
+}
+
+/* (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq): [num_weights, dim]. */
+static tp_status_t *infer_embedding_backward(const tp_op_def_t *op, const tp_op_arg_t *args,
+                                             int n_args, tp_meta_t *out) {
+  if (n_args < 5 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
+      args[0].meta.ndim < 1)
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
+  if (args[4].i) return tp_make_status(TP_UNIMPLEMENTED, "scale_grad_by_freq");
+  out[0].dtype = args[0].meta.dtype;
+  out[0].ndim = 2;
+  out[0].sizes[0] = args[2].i;
+  out[0].sizes[1] = args[0].meta.sizes[args[0].meta.ndim - 1];
+  return NULL;
+}
+
+/* gather: index's shape, self's dtype; index no larger than self but along dim. */
+static tp_status_t *infer_gather(const dim_index_t *p, tp_meta_t *out) {
+  const tp_meta_t *self = p->self, *index = p->index;
+  int nd = p->nd, dim = p->dim;
+  if (nonempty_dims(index->ndim) != nonempty_dims(nd)) /* a 0-d tensor counts as 1-d */
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Index tensor must have the same number of dimensions as input tensor");
+  if (index->ndim != nd) /* a 0-d tensor with a 1-d one: CPU serves it */
+    return tp_make_status(TP_UNIMPLEMENTED, "gather: 0-d and 1-d tensors mixed");
+  if (tp_meta_numel(index) > 0)
+    for (int d = 0; d < nd; d++)
+      if (d != dim && index->sizes[d] > self->sizes[d]) {
+        char is[160], ss[160];
+        tp_format_ints(is, sizeof(is), index->sizes, index->ndim);
+        tp_format_ints(ss, sizeof(ss), self->sizes, nd);
+        return tp_make_status(TP_INVALID_ARGUMENT,
+                              "Size does not match at dimension %d expected index %s to be no "
+                              "larger than self %s apart from dimension %d", d, is, ss, dim);
+      }
+  out[0] = *index;
+  out[0].dtype = self->dtype;
+  return NULL;
+}
+
+/* scatter/scatter_add: self's shape; index no larger than src, nor than self but along dim. */
+static tp_status_t *infer_scatter(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                  const dim_index_t *p) {
+  const tp_meta_t *self = p->self, *index = p->index;
+  int nd = p->nd, dim = p->dim;
+  const tp_meta_t *src = p->src && p->src->kind == TP_ARG_TENSOR ? &p->src->meta : NULL;
+  if (src && src->dtype != self->dtype)
+    return tp_make_status(TP_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal to src.dtype");
+  if (nonempty_dims(index->ndim) != nonempty_dims(nd))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Index tensor must have the same number of dimensions as self tensor");
+  if (index->ndim != nd || (src && src->ndim != nd && nonempty_dims(src->ndim) == nonempty_dims(nd)))
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: 0-d and 1-d tensors mixed", op->name);
+  if (src && nonempty_dims(src->ndim) != nonempty_dims(nd))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Index tensor must have the same number of dimensions as src tensor");
+  bool wrong = false;
+  for (int d = 0; d < nd && tp_meta_numel(index) > 0; d++)
+    wrong = wrong || (d != dim && index->sizes[d] > self->sizes[d]) ||
+            (src && index->sizes[d] > src->sizes[d]);
+  if (wrong) {
+    char is[160], ss[160], rs[160];
+    tp_format_ints(is, sizeof(is), index->sizes, index->ndim);
+    tp_format_ints(ss, sizeof(ss), self->sizes, nd);
+    if (src) tp_format_ints(rs, sizeof(rs), src->sizes, src->ndim);
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Expected index %s to be smaller than self %s apart from dimension %d%s%s",
+                          is, ss, dim, src ? " and to be smaller size than src " : "", src ? rs : "");
+  }
+  if (n_args > 3 && args[3].kind == TP_ARG_SCALAR) args[3].scalar_dtype = self->dtype;
+  if (n_args > 4 && args[4].kind != TP_ARG_NONE)
+    return tp_make_status(TP_UNIMPLEMENTED, "scatter with reduce");
+  return NULL;
+}
+
+/* index_select, gather, scatter, scatter_add, index_add: (self, dim, index, ...). out[0] holds
+ * self's meta on entry. */
+static tp_status_t *infer_dim_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args,
+                                    tp_meta_t *out) {
+  const tp_meta_t *self = &args[0].meta;
+  int nd = self->ndim;
+  dim_index_t p = {0};
+  TP_RETURN_IF_ERROR(parse_dim_index(op, args, n_args, 3, &p));
+  int dim = p.dim;
+  const tp_meta_t *index = p.index;
+  if (!tp_dtype_is_int(index->dtype))
+    return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
+  if (op->code == TP_X_INDEX_SELECT) {
+    if (index->ndim > 1)
+      return tp_make_status(TP_INVALID_ARGUMENT, "index_select(): Index is supposed to be a vector");
+    if (nd) out[0].sizes[dim] = index->ndim ? index->sizes[0] : 1;
+  } else if (op->code == TP_X_GATHER) {
+    TP_RETURN_IF_ERROR(infer_gather(&p, out));
+  } else if (op->code == TP_X_INDEX_ADD) {
+    if (!p.src || p.src->kind != TP_ARG_TENSOR || p.src->meta.ndim != nd)
+      return tp_make_status(TP_UNIMPLEMENTED, "index_add: source rank differs");
+    for (int i = 4; i < n_args; i++)
+      if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = self->dtype;
+  } else {
+    TP_RETURN_IF_ERROR(infer_scatter(op, args, n_args, &p));
+  }
+  return NULL;
+}
+
+/* masked_fill(self, mask, value): self's shape, the mask a bool one that broadcasts to it. */
+static tp_status_t *infer_masked_fill(tp_op_arg_t *args, int n_args) {
+  const tp_meta_t *self = &args[0].meta;
+  int nd = self->ndim;
+  if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[1].meta.dtype != TP_DTYPE_BOOL)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "masked_fill_ only supports boolean masks, but got mask with dtype %s",
+                          tp_dtype_name(args[1].meta.dtype));
+  tp_meta_t shape;
+  TP_RETURN_IF_ERROR(tp_broadcast_shapes(self, &args[1].meta, &shape));
+  /* A mask that broadcasts self: the functional form's result takes the broadcast shape,
+   * the in-place form raises; CPU does each. */
+  if (shape.ndim != nd || memcmp(shape.sizes, self->sizes, sizeof(int64_t) * (size_t)nd))
+    return tp_make_status(TP_UNIMPLEMENTED, "masked_fill: the mask broadcasts self");
+  if (args[2].kind == TP_ARG_TENSOR && args[2].meta.ndim != 0)
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "masked_fill_ only supports a 0-dimensional value tensor, but got "
+                          "tensor with %d dimension(s).", args[2].meta.ndim);
+  if (args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
+  return NULL;
+}
+
 tp_status_t *tp_infer_index(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, tp_meta_t *out,
                             int *n_out) {
   *n_out = 1;
   switch ((tp_index_t)op->code) {
-    case TP_X_INDEX: case TP_X_INDEX_PUT: {
-      tp_meta_t pos;
-      if (op->code == TP_X_INDEX) {
-        /* A mask's rows are counted first (op.h); the result pads to their capacity where they
-         * are its leading dim and broadcast with no other index. */
-        index_layout_t l;
-        tp_meta_t bshape;
-        TP_RETURN_IF_ERROR(index_layout(args, n_args, -1, &l, &bshape));
-        int64_t rows = -1;
-        if (l.mask >= 0) {
-          TP_RETURN_IF_ERROR(tp_infer_count(op, index_count_arg(args, n_args),
-                                            tp_meta_numel(&args[l.mask].meta),
-                                            l.at != 0 || l.others > 0, out, n_out, &rows));
-          if (rows < 0) return NULL; /* the count pass */
-        }
-        TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, rows, &pos));
-        out[0] = pos;
-        return NULL;
-      }
-      /* index_put(self, n, indices..., values, accumulate[, unsafe]) */
-      int v = 2 + list_count(args, n_args, 1);
-      if (v >= n_args || args[v].kind != TP_ARG_TENSOR)
-        return tp_make_status(TP_INVALID_ARGUMENT, "index_put_: values must be a tensor");
-      if (args[v].meta.dtype != args[0].meta.dtype)
-        return tp_make_status(TP_INVALID_ARGUMENT,
-                              "Index put requires the source and destination dtypes match, got %s "
-                              "for the destination and %s for the source.",
-                              tp_dtype_scalar_type_name(args[0].meta.dtype),
-                              tp_dtype_scalar_type_name(args[v].meta.dtype));
-      index_layout_t l;
-      tp_meta_t bshape;
-      int64_t vx[TP_MAX_DIMS];
-      TP_RETURN_IF_ERROR(index_layout(args, n_args, -1, &l, &bshape));
-      if (mask_put_shape(args, &l, v, vx)) {
-        out[0] = args[0].meta;
-        return NULL;
-      }
-      TP_RETURN_IF_ERROR(index_positions_shape(args, n_args, -1, &pos));
-      tp_meta_t check;
-      TP_RETURN_IF_ERROR(tp_broadcast_shapes(&pos, &args[v].meta, &check));
-      if (check.ndim != pos.ndim || memcmp(check.sizes, pos.sizes, sizeof(int64_t) * (size_t)pos.ndim))
-        return tp_make_status(TP_INVALID_ARGUMENT,
-                              "shape mismatch: value tensor cannot be broadcast to indexing result");
-      out[0] = args[0].meta;
-      return NULL;
-    }
-    case TP_X_EMBEDDING_BACKWARD: {
-      /* (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq) */
-      if (n_args < 5 || args[0].kind != TP_ARG_TENSOR || args[1].kind != TP_ARG_TENSOR ||
-          args[0].meta.ndim < 1)
-        return tp_make_status(TP_INVALID_ARGUMENT, "%s: unexpected arguments", op->name);
-      if (args[4].i) return tp_make_status(TP_UNIMPLEMENTED, "scale_grad_by_freq");
-      out[0].dtype = args[0].meta.dtype;
-      out[0].ndim = 2;
-      out[0].sizes[0] = args[2].i;
-      out[0].sizes[1] = args[0].meta.sizes[args[0].meta.ndim - 1];
-      return NULL;
-    }
+    case TP_X_INDEX: return infer_index_tensor(op, args, n_args, out, n_out);
+    case TP_X_INDEX_PUT: return infer_index_put(args, n_args, out);
+    case TP_X_EMBEDDING_BACKWARD: return infer_embedding_backward(op, args, n_args, out);
     default: break;
   }
   if (n_args < 1 || args[0].kind != TP_ARG_TENSOR)
     return tp_make_status(TP_INVALID_ARGUMENT, "%s: self must be a tensor", op->name);
   const tp_meta_t *self = &args[0].meta;
   out[0] = *self;
-  int nd = self->ndim;
   switch ((tp_index_t)op->code) {
     case TP_X_INDEX_SELECT: case TP_X_GATHER: case TP_X_SCATTER: case TP_X_SCATTER_ADD:
-    case TP_X_INDEX_ADD: {
-      dim_index_t p = {0};
-      TP_RETURN_IF_ERROR(parse_dim_index(op, args, n_args, 3, &p));
-      int dim = p.dim;
-      const tp_meta_t *index = p.index;
-      if (!tp_dtype_is_int(index->dtype))
-        return tp_make_status(TP_INVALID_ARGUMENT, "%s(): Expected dtype int64 for index", op->name);
-      if (op->code == TP_X_INDEX_SELECT) {
-        if (index->ndim > 1)
-          return tp_make_status(TP_INVALID_ARGUMENT, "index_select(): Index is supposed to be a vector");
-        if (nd) out[0].sizes[dim] = index->ndim ? index->sizes[0] : 1;
-      } else if (op->code == TP_X_GATHER) {
-        if (nonempty_dims(index->ndim) != nonempty_dims(nd)) /* a 0-d tensor counts as 1-d */
-          return tp_make_status(TP_INVALID_ARGUMENT,
-                                "Index tensor must have the same number of dimensions as input tensor");
-        if (index->ndim != nd) /* a 0-d tensor with a 1-d one: CPU serves it */
-          return tp_make_status(TP_UNIMPLEMENTED, "gather: 0-d and 1-d tensors mixed");
-        if (tp_meta_numel(index) > 0)
-          for (int d = 0; d < nd; d++)
-            if (d != dim && index->sizes[d] > self->sizes[d]) {
-              char is[160], ss[160];
-              tp_format_ints(is, sizeof(is), index->sizes, index->ndim);
-              tp_format_ints(ss, sizeof(ss), self->sizes, nd);
-              return tp_make_status(TP_INVALID_ARGUMENT,
-                                    "Size does not match at dimension %d expected index %s to be no "
-                                    "larger than self %s apart from dimension %d", d, is, ss, dim);
-            }
-        out[0] = *index;
-        out[0].dtype = self->dtype;
-      } else if (op->code == TP_X_INDEX_ADD) {
-        if (!p.src || p.src->kind != TP_ARG_TENSOR || p.src->meta.ndim != nd)
-          return tp_make_status(TP_UNIMPLEMENTED, "index_add: source rank differs");
-        for (int i = 4; i < n_args; i++)
-          if (args[i].kind == TP_ARG_SCALAR) args[i].scalar_dtype = self->dtype;
-      } else {
-        const tp_meta_t *src = p.src && p.src->kind == TP_ARG_TENSOR ? &p.src->meta : NULL;
-        if (src && src->dtype != self->dtype)
-          return tp_make_status(TP_INVALID_ARGUMENT, "scatter(): Expected self.dtype to be equal to src.dtype");
-        if (nonempty_dims(index->ndim) != nonempty_dims(nd))
-          return tp_make_status(TP_INVALID_ARGUMENT,
-                                "Index tensor must have the same number of dimensions as self tensor");
-        if (index->ndim != nd || (src && src->ndim != nd && nonempty_dims(src->ndim) == nonempty_dims(nd)))
-          return tp_make_status(TP_UNIMPLEMENTED, "%s: 0-d and 1-d tensors mixed", op->name);
-        if (src && nonempty_dims(src->ndim) != nonempty_dims(nd))
-          return tp_make_status(TP_INVALID_ARGUMENT,
-                                "Index tensor must have the same number of dimensions as src tensor");
-        bool wrong = false;
-        for (int d = 0; d < nd && tp_meta_numel(index) > 0; d++)
-          wrong = wrong || (d != dim && index->sizes[d] > self->sizes[d]) ||
-                  (src && index->sizes[d] > src->sizes[d]);
-        if (wrong) {
-          char is[160], ss[160], rs[160];
-          tp_format_ints(is, sizeof(is), index->sizes, index->ndim);
-          tp_format_ints(ss, sizeof(ss), self->sizes, nd);
-          if (src) tp_format_ints(rs, sizeof(rs), src->sizes, src->ndim);
-          return tp_make_status(TP_INVALID_ARGUMENT,
-                                "Expected index %s to be smaller than self %s apart from dimension %d%s%s",
-                                is, ss, dim, src ? " and to be smaller size than src " : "", src ? rs : "");
-        }
-        if (n_args > 3 && args[3].kind == TP_ARG_SCALAR) args[3].scalar_dtype = self->dtype;
-        if (n_args > 4 && args[4].kind != TP_ARG_NONE)
-          return tp_make_status(TP_UNIMPLEMENTED, "scatter with reduce");
-      }
-      return NULL;
-    }
-    case TP_X_MASKED_FILL: {
-      if (n_args < 3 || args[1].kind != TP_ARG_TENSOR || args[1].meta.dtype != TP_DTYPE_BOOL)
-        return tp_make_status(TP_INVALID_ARGUMENT,
-                              "masked_fill_ only supports boolean masks, but got mask with dtype %s",
-                              tp_dtype_name(args[1].meta.dtype));
-      tp_meta_t shape;
-      TP_RETURN_IF_ERROR(tp_broadcast_shapes(self, &args[1].meta, &shape));
-      /* A mask that broadcasts self: the functional form's result takes the broadcast shape,
-       * the in-place form raises; CPU does each. */
-      if (shape.ndim != nd || memcmp(shape.sizes, self->sizes, sizeof(int64_t) * (size_t)nd))
-        return tp_make_status(TP_UNIMPLEMENTED, "masked_fill: the mask broadcasts self");
-      if (args[2].kind == TP_ARG_TENSOR && args[2].meta.ndim != 0)
-        return tp_make_status(TP_INVALID_ARGUMENT,
-                              "masked_fill_ only supports a 0-dimensional value tensor, but got "
-                              "tensor with %d dimension(s).", args[2].meta.ndim);
-      if (args[2].kind == TP_ARG_SCALAR) args[2].scalar_dtype = self->dtype;
-      return NULL;
-    }
+    case TP_X_INDEX_ADD:
+      return infer_dim_index(op, args, n_args, out);
+    case TP_X_MASKED_FILL: return infer_masked_fill(args, n_args);
     default:
       return NULL;
   }
+}
+
+/* index.Tensor: the count pass's count of true mask elements, else a gather of the positions. */
+static void emit_index_tensor(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                              const tp_hlo_value_t *in, const tp_meta_t *om, tp_hlo_value_t *out) {
+  tp_op_arg_t *count = index_count_arg((tp_op_arg_t *)args, n_args);
+  index_layout_t l;
+  tp_meta_t bshape;
+  if (!index_layout(args, n_args, -1, &l, &bshape) && l.mask >= 0 && tp_count_pass(count)) {
+    out[0] = tp_emit_count_true(b, in[l.mask]);
+    return;
+  }
+  tp_hlo_value_t lin = index_positions(b, args, n_args, in, om, l.mask >= 0 ? om->sizes[l.at + l.nb - 1] : -1);
+  out[0] = tp_hlo_gather_1d(b, flat(b, tp_hlo_convert(b, in[0], om->dtype)), lin);
+}
+
+/* index_put: a select where the values broadcast over a mask (mask_put_shape), else a scatter
+ * (or scatter-add, with accumulate) of the values into the indexed positions. */
+static void emit_index_put(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
+                           const tp_hlo_value_t *in, const tp_meta_t *om, tp_hlo_value_t *out) {
+  int v = 2 + list_count(args, n_args, 1);
+  bool acc = v + 1 < n_args && args[v + 1].kind == TP_ARG_INT && args[v + 1].i;
+  index_layout_t l;
+  tp_meta_t bshape;
+  int64_t vx[TP_MAX_DIMS];
+  if (!index_layout(args, n_args, -1, &l, &bshape) && mask_put_shape(args, &l, v, vx)) {
+    int64_t md[TP_MAX_DIMS];
+    int span = args[l.mask].meta.ndim;
+    for (int j = 0; j < span; j++) md[j] = l.at + j;
+    tp_hlo_value_t x = tp_hlo_convert(b, in[0], om->dtype);
+    tp_hlo_value_t m = tp_hlo_broadcast_in_dim(b, in[l.mask], om->ndim, om->sizes, md);
+    tp_hlo_value_t val = tp_hlo_broadcast_to(
+        b, tp_hlo_reshape(b, tp_hlo_convert(b, in[v], om->dtype), om->ndim, vx), om->ndim, om->sizes);
+    if (!acc) out[0] = tp_sel(b, m, val, x);
+    else if (om->dtype == TP_DTYPE_BOOL) out[0] = tp_or(b, x, tp_and(b, m, val));
+    else out[0] = tp_add(b, x, tp_sel(b, m, val, tp_k(b, 0, x)));
+    return;
+  }
+  tp_meta_t pos;
+  if (!tp_emit_ok(b, index_positions_shape(args, n_args, -1, &pos))) return;
+  pos.dtype = om->dtype;
+  tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos, -1);
+  tp_hlo_value_t vals = tp_emit_cast_to(b, in[v], &pos);
+  tp_hlo_value_t x = flat(b, tp_hlo_convert(b, in[0], om->dtype));
+  tp_hlo_value_t r = acc ? tp_hlo_scatter_1d_op(b, x, lin, vals, om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD)
+                         : tp_hlo_scatter_1d(b, x, lin, vals);
+  out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+}
+
+/* Scatter-add each grad row into the row its index names; padding_idx rows stay zero. */
+static void emit_embedding_backward(tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                                    const tp_hlo_value_t *in, const tp_meta_t *om,
+                                    tp_hlo_value_t *out) {
+  int64_t n = tp_meta_numel(&args[1].meta), d = om->sizes[1];
+  tp_dtype_t md = tp_math_dtype(om->dtype);
+  int64_t gs[2] = {n, d};
+  tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_convert(b, in[0], md), 2, gs);
+  tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[1]), 1, &n);
+  int64_t bd0 = 0;
+  tp_hlo_value_t rows = tp_hlo_broadcast_in_dim(b, iv, 2, gs, &bd0);
+  tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_NE, rows, tp_k(b, (double)args[3].i, rows));
+  g = tp_hlo_select(b, keep, g, tp_k(b, 0, g));
+  tp_meta_t table = {.dtype = md, .ndim = 2, .sizes = {om->sizes[0], d}};
+  tp_meta_t pos = {.dtype = md, .ndim = 2, .sizes = {n, d}};
+  tp_hlo_value_t idx = linear_index(b, &table, &pos, 0, rows);
+  int64_t total = om->sizes[0] * d;
+  tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), 1, &total);
+  tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, zeros, idx, g, TP_HLO_ADD);
+  out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, r, 2, om->sizes), om->dtype);
+}
+
+/* scatter, scatter_add and index_add into |x| (self converted), along |dim|. */
+static void emit_scatter(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                         int n_args, const tp_hlo_value_t *in, tp_hlo_value_t x, int dim,
+                         const tp_meta_t *om, tp_hlo_value_t *out) {
+  const tp_meta_t *self = &args[0].meta;
+  int nd = self->ndim;
+  const tp_meta_t *pos; /* the positions written: index's shape, or source's for index_add */
+  tp_hlo_value_t along, upd;
+  if (op->code == TP_X_INDEX_ADD) {
+    pos = &args[3].meta;
+    along = nd ? index_along(b, in[2], self->sizes[dim], pos, dim, false)
+               : tp_emit_checked_index(b, in[2], 1, false);
+    upd = tp_hlo_convert(b, in[3], om->dtype);
+    if (n_args > 4 && args[4].kind == TP_ARG_SCALAR)
+      upd = tp_hlo_binary(b, TP_HLO_MUL, upd, tp_hlo_broadcast_to(b, in[4], upd.ndim, upd.dims));
+  } else {
+    pos = &args[2].meta;
+    along = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
+    if (args[3].kind == TP_ARG_TENSOR) {
+      int64_t start[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS];
+      for (int i = 0; i < pos->ndim; i++) step[i] = 1;
+      upd = tp_hlo_slice(b, tp_hlo_convert(b, in[3], om->dtype), start, pos->sizes, step);
+    } else {
+      upd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], om->dtype), pos->ndim, pos->sizes);
+    }
+  }
+  tp_hlo_value_t idx = nd ? linear_index(b, self, pos, dim, along) : tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
+  tp_hlo_value_t r = op->code == TP_X_SCATTER
+                         ? tp_hlo_scatter_1d(b, flat(b, x), idx, upd)
+                         : tp_hlo_scatter_1d_op(b, flat(b, x), idx, upd,
+                                                om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD);
+  out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
 }
 
 void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                    const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   const tp_meta_t *om = out_meta;
   switch ((tp_index_t)op->code) {
-    case TP_X_INDEX: {
-      tp_op_arg_t *count = index_count_arg((tp_op_arg_t *)args, n_args);
-      index_layout_t l;
-      tp_meta_t bshape;
-      if (!index_layout(args, n_args, -1, &l, &bshape) && l.mask >= 0 && tp_count_pass(count)) {
-        out[0] = tp_emit_count_true(b, in[l.mask]);
-        return;
-      }
-      tp_hlo_value_t lin = index_positions(b, args, n_args, in, om, l.mask >= 0 ? om->sizes[l.at + l.nb - 1] : -1);
-      out[0] = tp_hlo_gather_1d(b, flat(b, tp_hlo_convert(b, in[0], om->dtype)), lin);
+    case TP_X_INDEX:
+      emit_index_tensor(b, args, n_args, in, om, out);
       return;
-    }
-    case TP_X_INDEX_PUT: {
-      int v = 2 + list_count(args, n_args, 1);
-      bool acc = v + 1 < n_args && args[v + 1].kind == TP_ARG_INT && args[v + 1].i;
-      index_layout_t l;
-      tp_meta_t bshape;
-      int64_t vx[TP_MAX_DIMS];
-      if (!index_layout(args, n_args, -1, &l, &bshape) && mask_put_shape(args, &l, v, vx)) {
-        int64_t md[TP_MAX_DIMS];
-        int span = args[l.mask].meta.ndim;
-        for (int j = 0; j < span; j++) md[j] = l.at + j;
-        tp_hlo_value_t x = tp_hlo_convert(b, in[0], om->dtype);
-        tp_hlo_value_t m = tp_hlo_broadcast_in_dim(b, in[l.mask], om->ndim, om->sizes, md);
-        tp_hlo_value_t val = tp_hlo_broadcast_to(
-            b, tp_hlo_reshape(b, tp_hlo_convert(b, in[v], om->dtype), om->ndim, vx), om->ndim, om->sizes);
-        if (!acc) out[0] = tp_sel(b, m, val, x);
-        else if (om->dtype == TP_DTYPE_BOOL) out[0] = tp_or(b, x, tp_and(b, m, val));
-        else out[0] = tp_add(b, x, tp_sel(b, m, val, tp_k(b, 0, x)));
-        return;
-      }
-      tp_meta_t pos;
-      if (!tp_emit_ok(b, index_positions_shape(args, n_args, -1, &pos))) return;
-      pos.dtype = om->dtype;
-      tp_hlo_value_t lin = index_positions(b, args, n_args, in, &pos, -1);
-      tp_hlo_value_t vals = tp_emit_cast_to(b, in[v], &pos);
-      tp_hlo_value_t x = flat(b, tp_hlo_convert(b, in[0], om->dtype));
-      tp_hlo_value_t r = acc ? tp_hlo_scatter_1d_op(b, x, lin, vals, om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD)
-                             : tp_hlo_scatter_1d(b, x, lin, vals);
-      out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+    case TP_X_INDEX_PUT:
+      emit_index_put(b, args, n_args, in, om, out);
       return;
-    }
-    case TP_X_EMBEDDING_BACKWARD: {
-      /* Scatter-add each grad row into the row its index names; padding_idx rows stay zero. */
-      int64_t n = tp_meta_numel(&args[1].meta), d = om->sizes[1];
-      tp_dtype_t md = tp_math_dtype(om->dtype);
-      int64_t gs[2] = {n, d};
-      tp_hlo_value_t g = tp_hlo_reshape(b, tp_hlo_convert(b, in[0], md), 2, gs);
-      tp_hlo_value_t iv = tp_hlo_reshape(b, index_values(b, in[1]), 1, &n);
-      int64_t bd0 = 0;
-      tp_hlo_value_t rows = tp_hlo_broadcast_in_dim(b, iv, 2, gs, &bd0);
-      tp_hlo_value_t keep = tp_hlo_compare(b, TP_CMP_NE, rows, tp_k(b, (double)args[3].i, rows));
-      g = tp_hlo_select(b, keep, g, tp_k(b, 0, g));
-      tp_meta_t table = {.dtype = md, .ndim = 2, .sizes = {om->sizes[0], d}};
-      tp_meta_t pos = {.dtype = md, .ndim = 2, .sizes = {n, d}};
-      tp_hlo_value_t idx = linear_index(b, &table, &pos, 0, rows);
-      int64_t total = om->sizes[0] * d;
-      tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), 1, &total);
-      tp_hlo_value_t r = tp_hlo_scatter_1d_op(b, zeros, idx, g, TP_HLO_ADD);
-      out[0] = tp_hlo_convert(b, tp_hlo_reshape(b, r, 2, om->sizes), om->dtype);
+    case TP_X_EMBEDDING_BACKWARD:
+      emit_embedding_backward(b, args, in, om, out);
       return;
-    }
     default: break;
   }
   const tp_meta_t *self = &args[0].meta;
@@ -519,35 +608,9 @@ void tp_emit_index(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t
       out[0] = tp_hlo_gather_1d(b, flat(b, x), idx);
       return;
     }
-    case TP_X_SCATTER: case TP_X_SCATTER_ADD: case TP_X_INDEX_ADD: {
-      const tp_meta_t *pos; /* the positions written: index's shape, or source's for index_add */
-      tp_hlo_value_t along, upd;
-      if (op->code == TP_X_INDEX_ADD) {
-        pos = &args[3].meta;
-        along = nd ? index_along(b, in[2], self->sizes[dim], pos, dim, false)
-                   : tp_emit_checked_index(b, in[2], 1, false);
-        upd = tp_hlo_convert(b, in[3], om->dtype);
-        if (n_args > 4 && args[4].kind == TP_ARG_SCALAR)
-          upd = tp_hlo_binary(b, TP_HLO_MUL, upd, tp_hlo_broadcast_to(b, in[4], upd.ndim, upd.dims));
-      } else {
-        pos = &args[2].meta;
-        along = tp_emit_checked_index(b, in[2], nd ? self->sizes[dim] : 1, false);
-        if (args[3].kind == TP_ARG_TENSOR) {
-          int64_t start[TP_MAX_DIMS] = {0}, step[TP_MAX_DIMS];
-          for (int i = 0; i < pos->ndim; i++) step[i] = 1;
-          upd = tp_hlo_slice(b, tp_hlo_convert(b, in[3], om->dtype), start, pos->sizes, step);
-        } else {
-          upd = tp_hlo_broadcast_to(b, tp_hlo_convert(b, in[3], om->dtype), pos->ndim, pos->sizes);
-        }
-      }
-      tp_hlo_value_t idx = nd ? linear_index(b, self, pos, dim, along) : tp_hlo_constant_i(b, TP_DTYPE_I64, 0);
-      tp_hlo_value_t r = op->code == TP_X_SCATTER
-                             ? tp_hlo_scatter_1d(b, flat(b, x), idx, upd)
-                             : tp_hlo_scatter_1d_op(b, flat(b, x), idx, upd,
-                                                    om->dtype == TP_DTYPE_BOOL ? TP_HLO_OR : TP_HLO_ADD);
-      out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes);
+    case TP_X_SCATTER: case TP_X_SCATTER_ADD: case TP_X_INDEX_ADD:
+      emit_scatter(op, b, args, n_args, in, x, dim, om, out);
       return;
-    }
     case TP_X_MASKED_FILL: {
       tp_hlo_value_t m = tp_hlo_broadcast_to(b, in[1], om->ndim, om->sizes);
       tp_hlo_value_t v = tp_emit_cast_to(b, in[2], om);
