@@ -2,7 +2,8 @@
 // fallback and the description of a call for the C op table. The glue is the only C++ in the
 // project: it turns PyTorch's interfaces into calls of the C core and holds no op logic. One file
 // per PyTorch interface: device.cpp (allocator, guard, generator, hooks), kernel.cpp (the table
-// kernel, the CPU fallback, autocast), copy.cpp (copies, views, storage ops), graph.cpp (the
+// kernel, autocast), call.cpp (a call described for the op table), fallback.cpp (the CPU
+// fallback; sparse and nested tensors), copy.cpp (copies, views, storage ops), graph.cpp (the
 // graph object of the torch.compile backend), sdpa.cpp (the SDPA kernel choice), module.cpp
 // (torch_pjrt._C).
 #ifndef TP_TORCH_GLUE_H_
@@ -74,7 +75,7 @@ const at::Generator& default_generator(c10::DeviceIndex d);
 // default generator, whose offset advances by one per call.
 int64_t next_random_key(const std::optional<at::Generator>& given, c10::DeviceIndex device);
 
-// ---- the CPU fallback and the table kernel's call description (kernel.cpp) ----
+// ---- the CPU fallback (fallback.cpp) and the description of a call (call.cpp) ----
 
 std::string op_name(const c10::OperatorHandle& op);  // "add.Tensor"
 // Strict mode, counting, one warning per op: every CPU fallback goes through here.
