@@ -295,25 +295,29 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, const tp
 
 typedef struct {
   const tp_op_def_t *op;
-  const tp_op_arg_t *bargs; /* the arguments at the bucket's sizes */
+  int opi;
+  tp_op_arg_t bargs[TP_MAX_ARGS]; /* the arguments at the bucket's sizes */
   const tp_eager_arg_t *args;
   int n_args;
-  const uint32_t *padded;
+  uint32_t padded[TP_MAX_ARGS];     /* per argument, a bit per dim */
+  uint32_t padded_out[TP_MAX_OUTS]; /* per output, a bit per dim */
   tp_pad_t fill;
-  const tp_meta_t *bmeta; /* outputs at the bucket's sizes */
+  tp_meta_t bmeta[TP_MAX_OUTS]; /* outputs at the bucket's sizes */
   const tp_view_t *outs;
   int n_out;
-  tp_storage_t *const *storages; /* the distinct storages read, in parameter order */
-  const int *arg_param;          /* tensor argument -> parameter */
+  bool partial[TP_MAX_OUTS]; /* an output that is part of its storage: scattered into it */
+  tp_storage_t *storages[TP_MAX_ARGS]; /* the distinct storages read, in parameter order */
+  int arg_param[TP_MAX_ARGS];          /* tensor argument -> parameter */
   int n_params;
   int64_t n_layout;
+  int64_t big;   /* the largest index the program computes */
   tp_dtype_t it; /* index type */
-  const int64_t *caps; /* per output: its buffer's elements */
+  int64_t caps[TP_MAX_OUTS]; /* per output: its buffer's elements */
   tp_exec_origin_t *origin;
   tp_view_t *views;
-  bool flat;        /* rows taken from the storages' fronts as they lie (see flat_rows) */
-  const bool *row;  /* flat: the arguments read as rows */
-  const int *out_param; /* per output: the parameter of the storage it writes into, or -1 */
+  bool flat;                /* rows taken from the storages' fronts as they lie (see flat_rows) */
+  bool row[TP_MAX_ARGS];    /* flat: the arguments read as rows */
+  int out_param[TP_MAX_OUTS]; /* per output: the parameter of the storage it writes into, or -1 */
 } build_t;
 
 /* Element |i| of the layout vector, broadcast to |dims|. */
@@ -569,6 +573,222 @@ static bool flat_rows(const tp_op_def_t *d, const tp_eager_arg_t *args, const tp
   return true;
 }
 
+/* The call at the bucket's sizes: whether it runs bucketed (the row allows it, its site pads a
+ * dim, its storages can be read so), and if so its arguments and outputs there, its fill and its
+ * outputs' buffer lengths. */
+static bool plan(build_t *c, uint64_t site, const tp_meta_t *out_metas) {
+  const tp_op_def_t *d = c->op;
+  for (int i = 0; i < c->n_args; i++) c->bargs[i] = c->args[i].arg;
+  if (tp_op_pad(d, c->bargs, c->n_args, c->padded) == TP_PAD_NONE) return false; /* not a bucketed row */
+  for (int i = 0; i < c->n_args; i++)
+    if (c->args[i].arg.kind == TP_ARG_TENSOR && !readable(&c->args[i].view)) return false;
+  /* A partial write (a view of part of its storage) is scattered into the storage's buffer,
+   * which the program takes as a parameter: the view's own dtype, its buffer already there. */
+  for (int k = 0; k < c->n_out; k++) {
+    const tp_view_t *o = &c->outs[k];
+    if (tp_dtype_is_complex(o->dtype)) return false;
+    c->partial[k] = !tp_view_is_whole_permuted(o, NULL);
+    if (c->partial[k] && (!tp_storage_buffer(o->storage) ||
+                          tp_storage_buffer_dtype(o->storage) != o->dtype))
+      return false;
+    for (int j = 0; j < k; j++)
+      if (c->outs[j].storage == o->storage) return false;
+  }
+  /* Outputs are padded of their own only where the row says so; elsewhere an output's sizes
+   * follow its arguments'. */
+  if (!observe(site, c->args, c->n_args, out_metas, c->n_out, tp_op_pads_outputs(d), c->padded,
+               c->padded_out))
+    return false;
+  c->fill = tp_op_pad(d, c->bargs, c->n_args, c->padded);
+  if (c->fill == TP_PAD_NONE) return false;
+  for (int i = 0; i < c->n_args; i++)
+    for (int dd = 0; dd < c->bargs[i].meta.ndim; dd++)
+      if (c->padded[i] >> dd & 1) c->bargs[i].meta.sizes[dd] = tp_bucket_size(c->bargs[i].meta.sizes[dd]);
+  tp_op_arg_t inferred[TP_MAX_ARGS];
+  memcpy(inferred, c->bargs, sizeof(tp_op_arg_t) * (size_t)c->n_args);
+  int bn = 0;
+  tp_status_t *ist = d->infer(d, inferred, c->n_args, c->bmeta, &bn);
+  if (ist) {
+    tp_status_free(ist);
+    return false;
+  }
+  if (bn != c->n_out) return false;
+  memcpy(c->bargs, inferred, sizeof(tp_op_arg_t) * (size_t)c->n_args); /* as infer refined them */
+  c->big = 0;
+  for (int k = 0; k < c->n_out; k++) {
+    tp_meta_t *m = &c->bmeta[k];
+    if (m->ndim != out_metas[k].ndim || m->dtype != out_metas[k].dtype) return false;
+    c->caps[k] = 1;
+    for (int dd = 0; dd < m->ndim; dd++) {
+      if (c->padded_out[k] >> dd & 1) m->sizes[dd] = tp_bucket_size(out_metas[k].sizes[dd]);
+      if (m->sizes[dd] < out_metas[k].sizes[dd]) return false;
+      c->caps[k] *= m->sizes[dd];
+    }
+    if (c->caps[k] > c->big) c->big = c->caps[k];
+  }
+  c->flat = flat_rows(d, c->args, c->bargs, c->n_args, c->padded, c->outs, c->n_out, c->row);
+  return true;
+}
+
+/* The program's parameters: the distinct storages the call reads (each grown to the length the
+ * program wants of it) and those its partial outputs are scattered into. Sets *fits false when
+ * they are more than a call takes. */
+static tp_status_t *bind_storages(build_t *c, bool *fits) {
+  *fits = true;
+  bool any_padded = false; /* else the views only moved: their buffers serve as they are */
+  for (int i = 0; i < c->n_args; i++) any_padded = any_padded || c->padded[i];
+  for (int i = 0; i < c->n_args; i++) {
+    c->arg_param[i] = -1;
+    if (c->args[i].arg.kind != TP_ARG_TENSOR) continue;
+    const tp_view_t *v = &c->args[i].view;
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(v));
+    c->n_layout += 1 + 2 * v->ndim;
+    if (!tp_storage_buffer(v->storage) || tp_view_numel(v) == 0)
+      continue; /* reads as zeros, or reads nothing */
+    int64_t want = (c->flat && !c->row[i]) || !any_padded
+                       ? 0 : wanted_length(v, c->bargs[i].meta.sizes);
+    if (tp_storage_buffer_numel(v->storage) < want) TP_RETURN_IF_ERROR(regrow(v->storage, want));
+    for (int j = 0; j < c->n_params && c->arg_param[i] < 0; j++)
+      if (c->storages[j] == v->storage) c->arg_param[i] = j;
+    if (c->arg_param[i] < 0) {
+      c->arg_param[i] = c->n_params;
+      c->storages[c->n_params++] = v->storage;
+    }
+    int64_t numel = 1;
+    for (int dd = 0; dd < c->bargs[i].meta.ndim; dd++) numel *= c->bargs[i].meta.sizes[dd];
+    if (numel > c->big) c->big = numel;
+    if (tp_storage_buffer_numel(v->storage) > c->big) c->big = tp_storage_buffer_numel(v->storage);
+  }
+  for (int k = 0; k < c->n_out; k++) {
+    const tp_view_t *o = &c->outs[k];
+    c->n_layout += 1 + 2 * o->ndim;
+    c->out_param[k] = -1;
+    if (!c->partial[k]) continue;
+    TP_RETURN_IF_ERROR(tp_view_check_bounds(o));
+    for (int j = 0; j < c->n_params && c->out_param[k] < 0; j++)
+      if (c->storages[j] == o->storage) c->out_param[k] = j;
+    if (c->out_param[k] < 0) {
+      if (c->n_params == TP_MAX_ARGS) {
+        *fits = false;
+        return NULL;
+      }
+      c->out_param[k] = c->n_params;
+      c->storages[c->n_params++] = o->storage;
+    }
+    c->caps[k] = tp_storage_buffer_numel(o->storage); /* as the arguments' reads left it */
+    if (c->caps[k] > c->big) c->big = c->caps[k];
+  }
+  c->it = c->big < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64;
+  return NULL;
+}
+
+/* The program's key: the bucket's sizes, never the live ones. */
+static void put_key(const build_t *c, tp_key_t *key) {
+  key->len = 0;
+  tp_key_put(key, c->flat ? "bucket-flat" : "bucket", c->flat ? 11 : 6);
+  tp_key_put_i64(key, c->opi);
+  tp_key_put_i64(key, tp_exec_eager_opt_level());
+  tp_key_put_i64(key, c->fill);
+  tp_key_put_i64(key, c->it);
+  tp_key_put_i64(key, c->n_args);
+  tp_key_put_i64(key, c->n_out);
+  for (int j = 0; j < c->n_params; j++) {
+    tp_key_put_i64(key, tp_storage_buffer_dtype(c->storages[j]));
+    tp_key_put_i64(key, tp_storage_buffer_numel(c->storages[j]));
+  }
+  for (int i = 0; i < c->n_args; i++) {
+    const tp_op_arg_t *a = &c->bargs[i];
+    tp_key_put_arg(key, a, false);
+    if (c->args[i].arg.kind != TP_ARG_TENSOR) continue;
+    tp_key_put_i64(key, c->arg_param[i]);
+    tp_key_put_i64(key, c->padded[i]);
+    tp_key_put_i64(key, c->args[i].view.dtype);
+    tp_key_put_i64(key, a->meta.ndim);
+    tp_key_put(key, a->meta.sizes, sizeof(int64_t) * (size_t)a->meta.ndim);
+    if (c->flat && !c->row[i]) { /* read as it lies: its whole view */
+      const tp_view_t *v = &c->args[i].view;
+      tp_key_put(key, v->strides, sizeof(int64_t) * (size_t)v->ndim);
+      tp_key_put_i64(key, v->offset);
+      tp_key_put_i64(key, (int64_t)tp_storage_nbytes(v->storage));
+    }
+  }
+  for (int k = 0; k < c->n_out; k++) {
+    tp_key_put_i64(key, c->out_param[k]);
+    tp_key_put_i64(key, c->outs[k].dtype);
+    tp_key_put_i64(key, c->bmeta[k].ndim);
+    tp_key_put(key, c->bmeta[k].sizes, sizeof(int64_t) * (size_t)c->bmeta[k].ndim);
+  }
+}
+
+/* The layout vector on |device|: what the bucket leaves to the call (per tensor argument its
+ * offset, then live size and stride per dim; per output likewise), in the index type. */
+static tp_status_t *layout_buffer(const build_t *c, int device, PJRT_Buffer **out) {
+  int64_t n = c->n_layout ? c->n_layout : 1;
+  int64_t *lv = malloc(sizeof(int64_t) * (size_t)n);
+  int32_t *lv32 = c->it == TP_DTYPE_I32 ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
+  if (!lv || (c->it == TP_DTYPE_I32 && !lv32)) {
+    free(lv);
+    free(lv32);
+    return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  int64_t at = 0;
+  for (int i = 0; i < c->n_args; i++) {
+    if (c->args[i].arg.kind != TP_ARG_TENSOR) continue;
+    const tp_view_t *v = &c->args[i].view;
+    lv[at++] = v->offset;
+    for (int dd = 0; dd < v->ndim; dd++) {
+      lv[at++] = v->sizes[dd];
+      lv[at++] = v->sizes[dd] == 1 ? 0 : v->strides[dd];
+    }
+  }
+  for (int k = 0; k < c->n_out; k++) {
+    const tp_view_t *v = &c->outs[k];
+    lv[at++] = c->partial[k] ? v->offset : tp_view_numel(v);
+    for (int dd = 0; dd < v->ndim; dd++) {
+      lv[at++] = v->sizes[dd];
+      lv[at++] = v->sizes[dd] == 1 ? 1 : v->strides[dd];
+    }
+  }
+  if (lv32)
+    for (int64_t i = 0; i < c->n_layout; i++) lv32[i] = (int32_t)lv[i];
+  tp_status_t *st = tp_buffer_from_host(tp_exec_client(), device, lv32 ? (void *)lv32 : (void *)lv,
+                                        c->it, 1, &c->n_layout, out);
+  free(lv);
+  free(lv32);
+  return st;
+}
+
+/* Runs |exe| on the call's storages, layout and scalars; its outputs become the outputs'
+ * storages' buffers. */
+static tp_status_t *execute(const build_t *c, tp_executable_t *exe, PJRT_Buffer *layout_buf,
+                            int device) {
+  PJRT_Buffer *inputs[2 * TP_MAX_ARGS + 1], *owned[TP_MAX_ARGS];
+  int n_in = 0, n_owned = 0;
+  tp_status_t *st = NULL;
+  for (int j = 0; j < c->n_params; j++) inputs[n_in++] = tp_storage_buffer(c->storages[j]);
+  if (layout_buf) inputs[n_in++] = layout_buf;
+  uint64_t call = tp_scalars_next_call();
+  for (int i = 0; i < c->n_args && !st; i++)
+    if (c->args[i].arg.kind == TP_ARG_SCALAR) {
+      st = tp_scalars_buffer(device, &c->bargs[i], call, &inputs[n_in++], &owned[n_owned]);
+      if (!st && owned[n_owned]) n_owned++;
+    }
+  PJRT_Buffer *results[TP_MAX_OUTS + 1] = {NULL};
+  if (!st)
+    st = tp_executable_execute(exe, &(tp_execute_args_t){.device = device,
+                                                         .args = inputs,
+                                                         .n_args = (size_t)n_in,
+                                                         .out_buffers = results,
+                                                         .op_name = c->op->name,
+                                                         .blocking = tp_exec_blocking(),
+                                                         .check_output = c->n_out});
+  for (int i = 0; i < n_owned; i++) tp_buffer_destroy(tp_exec_client(), owned[i]);
+  if (st) return st;
+  for (int k = 0; k < c->n_out; k++)
+    tp_storage_set_buffer(c->outs[k].storage, results[k], c->outs[k].dtype, c->caps[k]);
+  return NULL;
+}
+
 tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
                            const tp_meta_t *out_metas, const tp_view_t *outs, int n_out,
                            int device, bool *out_ran) {
@@ -580,234 +800,49 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
    * a replicated program would meet one rank's exact buffer and another's padded one. */
   uint64_t site = (site_of(kind) * 0x100000001b3ull ^ (uint64_t)(uint32_t)device) | 1;
   if (!kind || n_out < 1) return NULL;
-  const tp_op_def_t *d = &tp_op_table[op];
-  tp_op_arg_t bargs[TP_MAX_ARGS];
-  uint32_t padded[TP_MAX_ARGS] = {0};
-  for (int i = 0; i < n_args; i++) bargs[i] = args[i].arg;
-  if (tp_op_pad(d, bargs, n_args, padded) == TP_PAD_NONE) return NULL; /* not a bucketed row */
-  for (int i = 0; i < n_args; i++)
-    if (args[i].arg.kind == TP_ARG_TENSOR && !readable(&args[i].view)) return NULL;
-  /* A partial write (a view of part of its storage) is scattered into the storage's buffer,
-   * which the program takes as a parameter: the view's own dtype, its buffer already there. */
-  bool partial[TP_MAX_OUTS] = {false};
-  for (int k = 0; k < n_out; k++) {
-    if (tp_dtype_is_complex(outs[k].dtype)) return NULL;
-    partial[k] = !tp_view_is_whole_permuted(&outs[k], NULL);
-    if (partial[k] && (!tp_storage_buffer(outs[k].storage) ||
-                       tp_storage_buffer_dtype(outs[k].storage) != outs[k].dtype))
-      return NULL;
-    for (int j = 0; j < k; j++)
-      if (outs[j].storage == outs[k].storage) return NULL;
-  }
-  /* Outputs are padded of their own only where the row says so; elsewhere an output's sizes
-   * follow its arguments'. */
-  bool pads_outputs = tp_op_pads_outputs(d);
-  uint32_t padded_out[TP_MAX_OUTS];
-  if (!observe(site, args, n_args, out_metas, n_out, pads_outputs, padded, padded_out))
-    return NULL;
-  tp_pad_t fill = tp_op_pad(d, bargs, n_args, padded);
-  if (fill == TP_PAD_NONE) return NULL;
-  /* The call at the bucket's sizes, and its outputs there. */
-  for (int i = 0; i < n_args; i++)
-    for (int dd = 0; dd < bargs[i].meta.ndim; dd++)
-      if (padded[i] >> dd & 1) bargs[i].meta.sizes[dd] = tp_bucket_size(bargs[i].meta.sizes[dd]);
-  tp_meta_t bmeta[TP_MAX_OUTS];
-  int bn = 0;
-  memset(bmeta, 0, sizeof(bmeta));
-  tp_op_arg_t inferred[TP_MAX_ARGS];
-  memcpy(inferred, bargs, sizeof(tp_op_arg_t) * (size_t)n_args);
-  tp_status_t *ist = d->infer(d, inferred, n_args, bmeta, &bn);
-  if (ist) {
-    tp_status_free(ist);
-    return NULL;
-  }
-  if (bn != n_out) return NULL;
-  memcpy(bargs, inferred, sizeof(tp_op_arg_t) * (size_t)n_args); /* as infer refined them */
-  for (int k = 0; k < n_out; k++)
-    for (int dd = 0; dd < bmeta[k].ndim; dd++)
-      if (padded_out[k] >> dd & 1) bmeta[k].sizes[dd] = tp_bucket_size(out_metas[k].sizes[dd]);
-  int64_t caps[TP_MAX_OUTS], big = 0;
-  for (int k = 0; k < n_out; k++) {
-    if (bmeta[k].ndim != out_metas[k].ndim || bmeta[k].dtype != out_metas[k].dtype) return NULL;
-    caps[k] = 1;
-    for (int dd = 0; dd < bmeta[k].ndim; dd++) {
-      if (bmeta[k].sizes[dd] < out_metas[k].sizes[dd]) return NULL;
-      caps[k] *= bmeta[k].sizes[dd];
-    }
-    if (caps[k] > big) big = caps[k];
-  }
-  bool row[TP_MAX_ARGS] = {false};
-  const bool flat = flat_rows(d, args, bargs, n_args, padded, outs, n_out, row);
-  /* Parameters: the distinct storages read. */
-  tp_storage_t *storages[TP_MAX_ARGS];
-  int arg_param[TP_MAX_ARGS], n_params = 0;
-  int64_t n_layout = 0;
-  bool any_padded = false; /* else the views only moved: their buffers serve as they are */
-  for (int i = 0; i < n_args; i++) any_padded = any_padded || padded[i];
-  for (int i = 0; i < n_args; i++) {
-    arg_param[i] = -1;
-    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
-    TP_RETURN_IF_ERROR(tp_view_check_bounds(&args[i].view));
-    n_layout += 1 + 2 * args[i].view.ndim;
-    if (!tp_storage_buffer(args[i].view.storage) || tp_view_numel(&args[i].view) == 0)
-      continue; /* reads as zeros, or reads nothing */
-    int64_t want = (flat && !row[i]) || !any_padded
-                       ? 0 : wanted_length(&args[i].view, bargs[i].meta.sizes);
-    if (tp_storage_buffer_numel(args[i].view.storage) < want)
-      TP_RETURN_IF_ERROR(regrow(args[i].view.storage, want));
-    for (int j = 0; j < n_params && arg_param[i] < 0; j++)
-      if (storages[j] == args[i].view.storage) arg_param[i] = j;
-    if (arg_param[i] < 0) {
-      arg_param[i] = n_params;
-      storages[n_params++] = args[i].view.storage;
-    }
-    int64_t numel = 1;
-    for (int dd = 0; dd < bargs[i].meta.ndim; dd++) numel *= bargs[i].meta.sizes[dd];
-    if (numel > big) big = numel;
-    if (tp_storage_buffer_numel(args[i].view.storage) > big)
-      big = tp_storage_buffer_numel(args[i].view.storage);
-  }
-  int out_param[TP_MAX_OUTS];
-  for (int k = 0; k < n_out; k++) {
-    n_layout += 1 + 2 * outs[k].ndim;
-    out_param[k] = -1;
-    if (!partial[k]) continue;
-    TP_RETURN_IF_ERROR(tp_view_check_bounds(&outs[k]));
-    for (int j = 0; j < n_params && out_param[k] < 0; j++)
-      if (storages[j] == outs[k].storage) out_param[k] = j;
-    if (out_param[k] < 0) {
-      if (n_params == TP_MAX_ARGS) return NULL;
-      out_param[k] = n_params;
-      storages[n_params++] = outs[k].storage;
-    }
-    caps[k] = tp_storage_buffer_numel(outs[k].storage); /* as the arguments' reads left it */
-    if (caps[k] > big) big = caps[k];
-  }
-  tp_dtype_t it = big < ((int64_t)1 << 31) ? TP_DTYPE_I32 : TP_DTYPE_I64;
-
-  /* The key: the bucket's sizes, never the live ones. */
+  /* Scratch of the executor lock's holder (too large for the stack of a rank thread). */
+  static build_t c;
+  memset(&c, 0, sizeof(c));
+  c.op = &tp_op_table[op];
+  c.opi = op;
+  c.args = args;
+  c.n_args = n_args;
+  c.outs = outs;
+  c.n_out = n_out;
+  if (!plan(&c, site, out_metas)) return NULL;
+  bool fits;
+  TP_RETURN_IF_ERROR(bind_storages(&c, &fits));
+  if (!fits) return NULL;
   static tp_key_t key;
-  key.len = 0;
-  tp_key_put(&key, flat ? "bucket-flat" : "bucket", flat ? 11 : 6);
-  tp_key_put_i64(&key, op);
-  tp_key_put_i64(&key, tp_exec_eager_opt_level());
-  tp_key_put_i64(&key, fill);
-  tp_key_put_i64(&key, it);
-  tp_key_put_i64(&key, n_args);
-  tp_key_put_i64(&key, n_out);
-  for (int j = 0; j < n_params; j++) {
-    tp_key_put_i64(&key, tp_storage_buffer_dtype(storages[j]));
-    tp_key_put_i64(&key, tp_storage_buffer_numel(storages[j]));
-  }
-  for (int i = 0; i < n_args; i++) {
-    tp_key_put_arg(&key, &bargs[i], false);
-    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
-    tp_key_put_i64(&key, arg_param[i]);
-    tp_key_put_i64(&key, padded[i]);
-    tp_key_put_i64(&key, args[i].view.dtype);
-    tp_key_put_i64(&key, bargs[i].meta.ndim);
-    tp_key_put(&key, bargs[i].meta.sizes, sizeof(int64_t) * (size_t)bargs[i].meta.ndim);
-    if (flat && !row[i]) { /* read as it lies: its whole view */
-      const tp_view_t *v = &args[i].view;
-      tp_key_put(&key, v->strides, sizeof(int64_t) * (size_t)v->ndim);
-      tp_key_put_i64(&key, v->offset);
-      tp_key_put_i64(&key, (int64_t)tp_storage_nbytes(v->storage));
-    }
-  }
-  for (int k = 0; k < n_out; k++) {
-    tp_key_put_i64(&key, out_param[k]);
-    tp_key_put_i64(&key, outs[k].dtype);
-    tp_key_put_i64(&key, bmeta[k].ndim);
-    tp_key_put(&key, bmeta[k].sizes, sizeof(int64_t) * (size_t)bmeta[k].ndim);
-  }
+  put_key(&c, &key);
   if (key.failed) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
-
-  /* The layout vector: what the bucket leaves to the call. */
-  int64_t *lv = malloc(sizeof(int64_t) * (size_t)(n_layout ? n_layout : 1));
-  if (!lv) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
-  int64_t at = 0;
-  for (int i = 0; i < n_args; i++) {
-    if (args[i].arg.kind != TP_ARG_TENSOR) continue;
-    const tp_view_t *v = &args[i].view;
-    lv[at++] = v->offset;
-    for (int dd = 0; dd < v->ndim; dd++) {
-      lv[at++] = v->sizes[dd];
-      lv[at++] = v->sizes[dd] == 1 ? 0 : v->strides[dd];
-    }
-  }
-  for (int k = 0; k < n_out; k++) {
-    const tp_view_t *v = &outs[k];
-    lv[at++] = partial[k] ? v->offset : tp_view_numel(v);
-    for (int dd = 0; dd < v->ndim; dd++) {
-      lv[at++] = v->sizes[dd];
-      lv[at++] = v->sizes[dd] == 1 ? 1 : v->strides[dd];
-    }
-  }
-  void *host = lv;
-  int32_t *lv32 = NULL;
-  if (it == TP_DTYPE_I32) {
-    lv32 = malloc(sizeof(int32_t) * (size_t)(n_layout ? n_layout : 1));
-    if (!lv32) {
-      free(lv);
-      return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
-    }
-    for (int64_t i = 0; i < n_layout; i++) lv32[i] = (int32_t)lv[i];
-    host = lv32;
-  }
   PJRT_Buffer *layout_buf = NULL;
-  tp_status_t *st = flat ? NULL
-                         : tp_buffer_from_host(tp_exec_client(), device, host, it, 1, &n_layout,
-                                               &layout_buf);
-  free(lv);
-  free(lv32);
-  TP_RETURN_IF_ERROR(st);
+  if (!c.flat) TP_RETURN_IF_ERROR(layout_buffer(&c, device, &layout_buf));
 
   tp_view_t views[TP_MAX_ARGS];
-  tp_exec_origin_t origin = {d->name, NULL, 0, true};
+  tp_exec_origin_t origin = {c.op->name, NULL, 0, true};
   for (int i = 0; i < n_args; i++)
     if (args[i].arg.kind == TP_ARG_TENSOR) {
       views[origin.n_inputs] = args[i].view;
-      views[origin.n_inputs].ndim = bargs[i].meta.ndim;
-      memcpy(views[origin.n_inputs].sizes, bargs[i].meta.sizes, sizeof(int64_t) * (size_t)bargs[i].meta.ndim);
+      views[origin.n_inputs].ndim = c.bargs[i].meta.ndim;
+      memcpy(views[origin.n_inputs].sizes, c.bargs[i].meta.sizes,
+             sizeof(int64_t) * (size_t)c.bargs[i].meta.ndim);
       origin.n_inputs++;
     }
-  build_t ctx = {d, bargs, args, n_args, padded, fill, bmeta, outs, n_out, storages, arg_param,
-                 n_params, n_layout, it, caps, &origin, views, flat, row, out_param};
+  c.origin = &origin;
+  c.views = views;
   tp_executable_t *exe = NULL;
   bool compiled;
-  st = tp_status_annotate(
-      tp_exec_program(key.data, key.len, tp_hash_bytes(key.data, key.len, 0), build, &ctx, &origin,
+  tp_status_t *st = tp_status_annotate(
+      tp_exec_program(key.data, key.len, tp_hash_bytes(key.data, key.len, 0), build, &c, &origin,
                       &(tp_compile_options_t){.backend_opt_level = tp_exec_eager_opt_level()},
                       &exe, &compiled),
-      "compiling %s", d->name);
+      "compiling %s", c.op->name);
   if (!st && compiled) g_compiles++;
-  PJRT_Buffer *inputs[2 * TP_MAX_ARGS + 1], *owned[TP_MAX_ARGS];
-  int n_in = 0, n_owned = 0;
-  if (!st) {
-    for (int j = 0; j < n_params; j++) inputs[n_in++] = tp_storage_buffer(storages[j]);
-    if (layout_buf) inputs[n_in++] = layout_buf;
-    uint64_t call = tp_scalars_next_call();
-    for (int i = 0; i < n_args && !st; i++)
-      if (args[i].arg.kind == TP_ARG_SCALAR) {
-        st = tp_scalars_buffer(device, &bargs[i], call, &inputs[n_in++], &owned[n_owned]);
-        if (!st && owned[n_owned]) n_owned++;
-      }
-  }
-  PJRT_Buffer *results[TP_MAX_OUTS + 1] = {NULL};
-  if (!st)
-    st = tp_executable_execute(exe, &(tp_execute_args_t){.device = device,
-                                                         .args = inputs,
-                                                         .n_args = (size_t)n_in,
-                                                         .out_buffers = results,
-                                                         .op_name = d->name,
-                                                         .blocking = tp_exec_blocking(),
-                                                         .check_output = n_out});
+  if (!st) st = execute(&c, exe, layout_buf, device);
   if (exe) tp_executable_release(exe);
-  for (int i = 0; i < n_owned; i++) tp_buffer_destroy(tp_exec_client(), owned[i]);
   if (layout_buf) tp_buffer_destroy(tp_exec_client(), layout_buf);
   if (st) return st;
-  for (int k = 0; k < n_out; k++)
-    tp_storage_set_buffer(outs[k].storage, results[k], outs[k].dtype, caps[k]);
   g_calls++;
   *out_ran = true;
   return NULL;
