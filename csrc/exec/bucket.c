@@ -301,7 +301,7 @@ typedef struct {
   int n_args;
   uint32_t padded[TP_MAX_ARGS];     /* per argument, a bit per dim */
   uint32_t padded_out[TP_MAX_OUTS]; /* per output, a bit per dim */
-  tp_pad_t fill;
+  tp_pad_rule_t rule; /* what each argument's padding reads as (ops/op.h) */
   tp_meta_t bmeta[TP_MAX_OUTS]; /* outputs at the bucket's sizes */
   const tp_view_t *outs;
   int n_out;
@@ -347,7 +347,7 @@ static tp_hlo_value_t fill_value(tp_hlo_builder_t *b, tp_dtype_t dt, tp_pad_t fi
  * at the bucket's sizes |dims| out of the 1-D storage |x|. */
 static tp_hlo_value_t read_arg(const build_t *c, tp_hlo_builder_t *b, tp_hlo_value_t x,
                                tp_hlo_value_t layout, int64_t *at, int ndim, const int64_t *dims,
-                               uint32_t padded) {
+                               uint32_t padded, tp_pad_t fill, int64_t value) {
   tp_dtype_t it = c->it;
   tp_hlo_value_t idx = lay(b, layout, (*at)++, ndim, dims), valid = {0};
   bool have_valid = false;
@@ -366,8 +366,9 @@ static tp_hlo_value_t read_arg(const build_t *c, tp_hlo_builder_t *b, tp_hlo_val
   /* Padding reads element 0 (in bounds), then the fill where the row needs one. */
   tp_hlo_value_t v = tp_hlo_gather_1d(
       b, x, tp_hlo_select(b, valid, idx, tp_hlo_broadcast_to(b, tp_hlo_constant_i(b, it, 0), ndim, dims)));
-  if (c->fill == TP_PAD_ANY) return v;
-  return tp_hlo_select(b, valid, v, tp_hlo_broadcast_to(b, fill_value(b, x.dtype, c->fill), ndim, dims));
+  if (fill == TP_PAD_ANY) return v;
+  tp_hlo_value_t f = fill == TP_PAD_VALUE ? tp_hlo_constant_i(b, x.dtype, value) : fill_value(b, x.dtype, fill);
+  return tp_hlo_select(b, valid, v, tp_hlo_broadcast_to(b, f, ndim, dims));
 }
 
 /* |r| (the bucket's sizes) laid out as output |o| (dense, whole) with its live sizes and strides
@@ -471,7 +472,7 @@ static tp_status_t *build(void *ctx, char **out_text) {
                                   a->meta.ndim, a->meta.sizes);
     } else if (a->kind == TP_ARG_TENSOR) {
       in[i] = read_arg(c, b, params[c->arg_param[i]], layout, &at, a->meta.ndim, a->meta.sizes,
-                       c->padded[i]);
+                       c->padded[i], c->rule.fill[i], c->rule.value[i]);
     }
   }
   tp_hlo_value_t results[TP_MAX_OUTS + 1];
@@ -579,7 +580,9 @@ static bool flat_rows(const tp_op_def_t *d, const tp_eager_arg_t *args, const tp
 static bool plan(build_t *c, uint64_t site, const tp_meta_t *out_metas) {
   const tp_op_def_t *d = c->op;
   for (int i = 0; i < c->n_args; i++) c->bargs[i] = c->args[i].arg;
-  if (tp_op_pad(d, c->bargs, c->n_args, c->padded) == TP_PAD_NONE) return false; /* not a bucketed row */
+  /* Not a bucketed row; or a count protocol's (value-dependent sizes follow the exact shape). */
+  if ((d->flags & TP_OPF_COUNTED) || !tp_op_pad_rule(d, c->bargs, c->n_args, c->padded, &c->rule))
+    return false;
   for (int i = 0; i < c->n_args; i++)
     if (c->args[i].arg.kind == TP_ARG_TENSOR && !readable(&c->args[i].view)) return false;
   /* A partial write (a view of part of its storage) is scattered into the storage's buffer,
@@ -599,8 +602,9 @@ static bool plan(build_t *c, uint64_t site, const tp_meta_t *out_metas) {
   if (!observe(site, c->args, c->n_args, out_metas, c->n_out, tp_op_pads_outputs(d), c->padded,
                c->padded_out))
     return false;
-  c->fill = tp_op_pad(d, c->bargs, c->n_args, c->padded);
-  if (c->fill == TP_PAD_NONE) return false;
+  if (!tp_op_pad_rule(d, c->bargs, c->n_args, c->padded, &c->rule) ||
+      (c->rule.live && !tp_op_emits_live(d)))
+    return false;
   for (int i = 0; i < c->n_args; i++)
     for (int dd = 0; dd < c->bargs[i].meta.ndim; dd++)
       if (c->padded[i] >> dd & 1) c->bargs[i].meta.sizes[dd] = tp_bucket_size(c->bargs[i].meta.sizes[dd]);
@@ -688,7 +692,6 @@ static void put_key(const build_t *c, tp_key_t *key) {
   tp_key_put(key, c->flat ? "bucket-flat" : "bucket", c->flat ? 11 : 6);
   tp_key_put_i64(key, c->opi);
   tp_key_put_i64(key, tp_exec_eager_opt_level());
-  tp_key_put_i64(key, c->fill);
   tp_key_put_i64(key, c->it);
   tp_key_put_i64(key, c->n_args);
   tp_key_put_i64(key, c->n_out);
@@ -702,6 +705,8 @@ static void put_key(const build_t *c, tp_key_t *key) {
     if (c->args[i].arg.kind != TP_ARG_TENSOR) continue;
     tp_key_put_i64(key, c->arg_param[i]);
     tp_key_put_i64(key, c->padded[i]);
+    tp_key_put_i64(key, c->rule.fill[i]);
+    tp_key_put_i64(key, c->rule.fill[i] == TP_PAD_VALUE ? c->rule.value[i] : 0);
     tp_key_put_i64(key, c->args[i].view.dtype);
     tp_key_put_i64(key, a->meta.ndim);
     tp_key_put(key, a->meta.sizes, sizeof(int64_t) * (size_t)a->meta.ndim);

@@ -312,6 +312,11 @@ TP_DECLARE_OP(tp_infer_arrange, tp_emit_arrange)
 /* cat's dim (normalized for |ndim|), or -1; cat at the bucket's sizes with |live[i]| the live
  * size of argument i along that dim (ops/bucket.c). */
 int tp_cat_dim(const tp_op_arg_t *args, int n_args, int ndim);
+/* mean over dims some of which are padded: the sum at the bucket's sizes (padding read as 0) over
+ * |live_count| (an integer scalar of the program), in mean's precision. */
+tp_hlo_value_t tp_emit_mean_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                                 int n_args, const tp_hlo_value_t *in, tp_hlo_value_t live_count,
+                                 const tp_meta_t *out_meta);
 tp_hlo_value_t tp_emit_cat_live(tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                                 const tp_hlo_value_t *in, const tp_hlo_value_t *live,
                                 const tp_meta_t *om);

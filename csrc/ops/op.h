@@ -154,18 +154,31 @@ extern const tp_op_def_t tp_op_table[];
 extern const int tp_op_count;
 /* The layout rule of |op|'s fresh outputs, by its family (layout.c). */
 tp_layout_t tp_op_layout(const tp_op_def_t *op);
-/* How a call of a row may run on padded values (exec/bucket.h: a program compiled for a shape
- * bucket serves every shape inside it): what the padding of its tensor arguments must read as so
- * that the values it computes at the live positions equal the unpadded call's. NONE: the call
- * cannot (the row's family is not bucketed, or a padded dim is one it reduces in a way no fill
- * value makes exact, like mean's count). ANY: nothing at a live position reads padding
- * (elementwise ops, reductions over unpadded dims). Otherwise padding reads as 0 (sums,
- * contractions: 0 * 0 adds nothing), 1 (products, all), the lowest value (maxima, softmax: -inf
- * adds exp(-inf) = 0) or the highest (minima); bool as false/true alike. */
-typedef enum { TP_PAD_NONE, TP_PAD_ANY, TP_PAD_ZERO, TP_PAD_ONE, TP_PAD_LOWEST, TP_PAD_HIGHEST } tp_pad_t;
-/* |padded[i]|: a bit per dim of argument i that is padded (bucket.c). */
-tp_pad_t tp_op_pad(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
-                   const uint32_t *padded);
+/* The shape buckets' per-op padding rules: the one table both executors follow (exec/bucket.c for
+ * eager calls, the torch.compile backend's graph rewrite through torch_pjrt._C.pad_rule).
+ * How a call of a row may run on padded values (a program compiled for a shape bucket serves
+ * every shape inside it): what the padding of each tensor argument must read as so that the
+ * values it computes at the live positions equal the unpadded call's. NONE: the call cannot (the
+ * row's family is not bucketed, or a padded dim is one it reads in a way no fill value makes
+ * exact, like var's count). ANY: nothing at a live position reads that padding (elementwise ops,
+ * reductions over unpadded dims, per-sample ops padded in the batch). Otherwise padding reads as
+ * 0 (sums, contractions: 0 * 0 adds nothing; indices: 0 is in range), 1 (products, all), the
+ * lowest value (maxima, softmax: -inf adds exp(-inf) = 0), the highest (minima), or VALUE (an
+ * argument's value: nll_loss's ignore_index, so a padded sample counts nowhere); bool as
+ * false/true alike. |live|: the call also needs its live sizes (tp_op_emit_live: cat along a
+ * padded dim, index_copy's entries, mean's count; the graph rewrite's constant_pad_nd); an
+ * executor that cannot give them refuses the call. */
+typedef enum { TP_PAD_NONE, TP_PAD_ANY, TP_PAD_ZERO, TP_PAD_ONE, TP_PAD_LOWEST, TP_PAD_HIGHEST,
+               TP_PAD_VALUE } tp_pad_t;
+typedef struct {
+  tp_pad_t fill[TP_MAX_ARGS]; /* per argument; ANY for one that is not a padded tensor */
+  int64_t value[TP_MAX_ARGS]; /* TP_PAD_VALUE: what the padding reads as */
+  bool live;
+} tp_pad_rule_t;
+/* False: the call cannot run padded so. |padded[i]|: a bit per dim of argument i that is padded
+ * (none at all asks whether the row is bucketed). */
+bool tp_op_pad_rule(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args,
+                    const uint32_t *padded, tp_pad_rule_t *rule);
 /* Whether the row's outputs may be padded where their own sizes change from call to call, with
  * no tensor argument padded: its sizes come from scalar values (arange's end), and the live
  * values are the front of the same computation at the bucket's sizes. */
@@ -181,10 +194,12 @@ bool tp_op_rowwise(const tp_op_def_t *op, const tp_op_arg_t *args, int n_args, i
                    uint32_t *whole);
 /* Emits the call at the bucket's sizes where its result depends on where the live values end,
  * not only on the values (cat along a padded dim: each part starts where the last one's live
- * values end). live(ctx, i, d): argument i's live size in dim d, an integer scalar of the
+ * values end; mean over a padded dim: the live count). live(ctx, i, d): argument i's live size in dim d, an integer scalar of the
  * program. False: the op's own emitter serves (padding at the end of each dim reaches only
  * padding). */
 typedef tp_hlo_value_t (*tp_live_size_fn)(void *ctx, int arg, int dim);
+/* Whether tp_op_emit_live serves the row's calls whose rule asks for live sizes. */
+bool tp_op_emits_live(const tp_op_def_t *op);
 bool tp_op_emit_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                      int n_args, const uint32_t *padded, const tp_hlo_value_t *in,
                      tp_live_size_fn live, void *live_ctx, const tp_meta_t *out_meta,

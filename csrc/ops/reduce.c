@@ -512,6 +512,19 @@ static tp_hlo_value_t emit_cum_sum_prod(tp_hlo_builder_t *b, tp_hlo_value_t x, t
                                        sum ? TP_HLO_ADD : TP_HLO_MUL, win, lo, hi);
 }
 
+tp_hlo_value_t tp_emit_mean_live(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
+                                 int n_args, const tp_hlo_value_t *in, tp_hlo_value_t live_count,
+                                 const tp_meta_t *out_meta) {
+  reduction_t r;
+  if (!tp_emit_ok(b, parse_reduction(op, args, n_args, &r))) return in[0];
+  tp_dtype_t od = out_meta[0].dtype, acc = tp_math_dtype(od);
+  tp_hlo_value_t xs = tp_hlo_convert(b, in[0], acc);
+  tp_hlo_value_t v = reduce_dims(b, xs, TP_HLO_ADD, 0, r.mask);
+  tp_hlo_value_t n = tp_hlo_convert(b, live_count, acc);
+  v = tp_hlo_binary(b, TP_HLO_DIV, v, tp_hlo_broadcast_to(b, n, v.ndim, v.dims));
+  return tp_hlo_convert(b, tp_hlo_reshape(b, v, out_meta[0].ndim, out_meta[0].sizes), od);
+}
+
 void tp_emit_reduce(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args,
                     int n_args, const tp_hlo_value_t *in, const tp_meta_t *out_meta,
                     tp_hlo_value_t *out) {

@@ -32,6 +32,135 @@ void reset_graph_stats() {
   g_graph_compiles = 0;
 }
 
+// An ATen call (an OpOverload and its Python arguments) described for the op table: its row and
+// arguments, each tensor argument's tensor beside it.
+struct Described {
+  int op = -1;
+  tp_eager_arg_t eargs[TP_MAX_ARGS];
+  at::Tensor tensors[TP_MAX_ARGS];
+  int ne = 0;
+  std::unordered_map<const c10::TensorImpl*, const c10::TensorImpl*> stood_for;  // stand-in -> given
+};
+
+// Describes the call into |c|; nullptr, or why it has no native description. Tensor arguments
+// must be meta tensors (a graph's values) unless |stand_in|: each is then replaced by a meta
+// tensor of its dtype and sizes (a FakeTensor of a graph being traced), made below any Python
+// dispatch mode, which would otherwise record it.
+static const char* describe(const py::object& op, const py::args& args, const py::kwargs& kwargs,
+                            Described& c, bool stand_in = false) {
+  const c10::FunctionSchema& schema = py::cast<const c10::FunctionSchema&>(op.attr("_schema"));
+  const std::string& full = schema.name();
+  // Table rows name aten ops without their namespace, others with it.
+  bool aten = full.rfind("aten::", 0) == 0;
+  if (!aten && full.rfind("_c10d_functional::", 0) != 0) return "not an aten op";
+  std::string name = aten ? full.substr(6) : full;
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  tp_op_variant_t variant = TP_VARIANT_FUNCTIONAL;
+  c.op = tp_op_lookup(name.c_str(), &variant);
+  if (c.op < 0 || variant != TP_VARIANT_FUNCTIONAL) return "no native lowering";
+  // A Python number where the schema wants a Tensor (add.Tensor(x, 1) in a traced graph) is a
+  // wrapped number, as the eager dispatcher makes it.
+  py::list fixed;
+  for (size_t i = 0; i < args.size(); i++) {
+    py::handle a = args[i];
+    bool want_tensor = i < schema.arguments().size() &&
+                       schema.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
+    if (want_tensor && (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a) ||
+                        py::isinstance<py::float_>(a))) {
+      c10::Scalar sc = py::isinstance<py::bool_>(a)  ? c10::Scalar(a.cast<bool>())
+                       : py::isinstance<py::int_>(a) ? c10::Scalar(a.cast<int64_t>())
+                                                     : c10::Scalar(a.cast<double>());
+      at::Tensor t = c10::scalar_to_tensor(sc);
+      t.unsafeGetTensorImpl()->set_wrapped_number(true);
+      fixed.append(py::cast(t));
+    } else {
+      fixed.append(a);
+    }
+  }
+  torch::jit::Stack stack = torch::jit::createStackForSchema(
+      schema, py::tuple(fixed), kwargs, std::nullopt);
+  if (stand_in) {
+    c10::impl::ExcludeDispatchKeyGuard no_modes(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
+    auto meta = [&c](const at::Tensor& t) {
+      if (!t.defined() || t.unsafeGetTensorImpl()->is_wrapped_number()) return t;
+      at::Tensor m = at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+      c.stood_for[m.unsafeGetTensorImpl()] = t.unsafeGetTensorImpl();
+      return m;
+    };
+    for (c10::IValue& v : stack) {
+      if (v.isTensor()) {
+        v = meta(v.toTensor());
+      } else if (v.isTensorList()) {
+        std::vector<at::Tensor> l;
+        for (const at::Tensor& t : v.toTensorList()) l.push_back(meta(t));
+        v = l;
+      } else if (v.isOptionalTensorList()) {
+        c10::List<std::optional<at::Tensor>> l;
+        for (const std::optional<at::Tensor> t : v.toOptionalTensorList())
+          l.push_back(t ? std::optional<at::Tensor>(meta(*t)) : std::nullopt);
+        v = l;
+      }
+    }
+  }
+  std::optional<at::Generator> generator;
+  if (!convert_call(arg_roles(schema), stack, stack.size(), true, c.eargs, c.tensors, &c.ne,
+                    &generator))
+    return "arguments not describable natively";
+  if (generator) return "an explicit generator";
+  return nullptr;
+}
+
+// The shape buckets' rule (ops/op.h: tp_op_pad_rule) for a call of |op| on |args| (FakeTensors at
+// a bucket's sizes) whose tensors |padded| ((tensor, mask): a bit per padded dim) are padded: per
+// entry of |padded|, what its padding must read as (None: anything; "zero", "one", "lowest",
+// "highest"; an int: that value), and whether the call needs its live sizes. None: the call
+// cannot run padded so; False: the table has no row for it (or cannot describe the call).
+static py::object pad_rule(const py::object& op, const py::list& padded, const py::args& args,
+                           const py::kwargs& kwargs) {
+  Described c;
+  if (describe(op, args, kwargs, c, true)) return py::bool_(false);
+  std::unordered_map<const c10::TensorImpl*, uint32_t> mask_of;
+  std::vector<const c10::TensorImpl*> order;
+  for (py::handle e : padded) {
+    auto pair = e.cast<py::tuple>();
+    const c10::TensorImpl* t = pair[0].cast<at::Tensor>().unsafeGetTensorImpl();
+    mask_of[t] |= pair[1].cast<uint32_t>();
+    order.push_back(t);
+  }
+  uint32_t bits[TP_MAX_ARGS] = {0};
+  const c10::TensorImpl* given[TP_MAX_ARGS] = {nullptr};
+  tp_op_arg_t a[TP_MAX_ARGS];
+  for (int i = 0; i < c.ne; i++) {
+    a[i] = c.eargs[i].arg;
+    if (a[i].kind != TP_ARG_TENSOR) continue;
+    auto it = c.stood_for.find(c.tensors[i].unsafeGetTensorImpl());
+    given[i] = it == c.stood_for.end() ? nullptr : it->second;
+    auto m = mask_of.find(given[i]);
+    bits[i] = m == mask_of.end() ? 0 : m->second;
+  }
+  tp_pad_rule_t rule;
+  if (!tp_op_pad_rule(&tp_op_table[c.op], a, c.ne, bits, &rule)) return py::none();
+  static const char* const kNames[] = {nullptr, nullptr, "zero", "one", "lowest", "highest"};
+  py::list fills;
+  for (const c10::TensorImpl* t : order) {
+    py::object fill = py::none();
+    bool seen = false;
+    for (int i = 0; i < c.ne; i++) {
+      if (given[i] != t || !bits[i]) continue;
+      py::object f = rule.fill[i] == TP_PAD_VALUE ? py::object(py::int_(rule.value[i]))
+                     : kNames[rule.fill[i]]      ? py::object(py::str(kNames[rule.fill[i]]))
+                                                 : py::object(py::none());
+      // One tensor at two places that want its padding read unlike: it can't be both.
+      if (seen && !f.equal(fill)) return py::none();
+      fill = f;
+      seen = true;
+    }
+    fills.append(fill);
+  }
+  return py::make_tuple(fills, py::bool_(rule.live));
+}
+
 // A graph under construction and its runs. Python names values with meta tensors: each graph
 // input and node output is one, and passing it back as an argument refers to that value.
 struct Graph {
@@ -70,52 +199,16 @@ struct Graph {
   // Adds a call of ATen op |op| (an OpOverload); returns the meta tensors of its outputs, or the
   // reason it has no native lowering (a str): the caller then runs it eagerly.
   py::object node(const py::object& op, const py::args& args, const py::kwargs& kwargs) {
-    const c10::FunctionSchema& schema = py::cast<const c10::FunctionSchema&>(op.attr("_schema"));
-    const std::string& full = schema.name();
-    // Table rows name aten ops without their namespace, others with it.
-    bool aten = full.rfind("aten::", 0) == 0;
-    if (!aten && full.rfind("_c10d_functional::", 0) != 0) return py::str("not an aten op");
-    std::string name = aten ? full.substr(6) : full;
-    if (!schema.overload_name().empty()) name += "." + schema.overload_name();
-    tp_op_variant_t variant = TP_VARIANT_FUNCTIONAL;
-    int opi = tp_op_lookup(name.c_str(), &variant);
-    if (opi < 0 || variant != TP_VARIANT_FUNCTIONAL) return py::str("no native lowering");
-    // A Python number where the schema wants a Tensor (add.Tensor(x, 1) in a traced graph) is a
-    // wrapped number, as the eager dispatcher makes it.
-    py::list fixed;
-    for (size_t i = 0; i < args.size(); i++) {
-      py::handle a = args[i];
-      bool want_tensor = i < schema.arguments().size() &&
-                         schema.arguments()[i].type()->kind() == c10::TypeKind::TensorType;
-      if (want_tensor && (py::isinstance<py::bool_>(a) || py::isinstance<py::int_>(a) ||
-                          py::isinstance<py::float_>(a))) {
-        c10::Scalar sc = py::isinstance<py::bool_>(a)  ? c10::Scalar(a.cast<bool>())
-                         : py::isinstance<py::int_>(a) ? c10::Scalar(a.cast<int64_t>())
-                                                       : c10::Scalar(a.cast<double>());
-        at::Tensor t = c10::scalar_to_tensor(sc);
-        t.unsafeGetTensorImpl()->set_wrapped_number(true);
-        fixed.append(py::cast(t));
-      } else {
-        fixed.append(a);
-      }
-    }
-    torch::jit::Stack stack = torch::jit::createStackForSchema(
-        schema, py::tuple(fixed), kwargs, std::nullopt);
-    tp_eager_arg_t eargs[TP_MAX_ARGS];
-    at::Tensor earg_tensor[TP_MAX_ARGS];
-    std::optional<at::Generator> generator;
-    int ne = 0;
-    if (!convert_call(arg_roles(schema), stack, stack.size(), true, eargs, earg_tensor, &ne,
-                      &generator))
-      return py::str("arguments not describable natively");
-    if (generator) return py::str("an explicit generator");
+    Described c;
+    if (const char* why = describe(op, args, kwargs, c)) return py::str(why);
     tp_op_arg_t a[TP_MAX_ARGS];
     int vals[TP_MAX_ARGS];
+    const int ne = c.ne, opi = c.op;
     for (int i = 0; i < ne; i++) {
-      a[i] = eargs[i].arg;
+      a[i] = c.eargs[i].arg;
       vals[i] = -1;
       if (a[i].kind != TP_ARG_TENSOR) continue;
-      auto it = ids.find(earg_tensor[i].unsafeGetTensorImpl());
+      auto it = ids.find(c.tensors[i].unsafeGetTensorImpl());
       if (it == ids.end()) return py::str("a tensor argument that is not a graph value");
       vals[i] = it->second;
     }
@@ -259,6 +352,7 @@ struct Graph {
 };
 
 void register_graph(py::module& m) {
+  m.def("pad_rule", &pad_rule);
   py::register_exception<GraphBuildError>(m, "GraphBuildError", PyExc_RuntimeError);
   py::class_<Graph>(m, "Graph")
       .def(py::init<>())

@@ -6,14 +6,16 @@ rounded up by the eager bucket policy (TORCH_PJRT_SHAPE_BUCKETS), the inputs are
 bucket's sizes, and the program takes the symbols' live values as one int64 input. The padding
 is never read as a value: where an op reads across a padded dim (a reduction, a softmax, a
 contraction, an index taken from a padded tensor) the graph is rewritten to read the padding as
-the op's identity, built from `arange(n) < live`. Outputs are the live part of the program's.
+the op's identity, built from `arange(n) < live`: which ops may, and with which fill, is the op
+table's padding rule (csrc/ops/bucket.c, through _C.pad_rule), the one eager buckets follow.
+This module chooses which symbols to pad and follows views, factories and joins. Outputs are the
+live part of the program's.
 
 A padded dim may be merged behind others by a view ([2, s] -> [2 * s], a batch of sequences
 flattened for a linear layer): its padding then lies between live rows, which row-wise ops,
-views and masked reductions take (_Program.scr). The rewrite knows the ops below by name; a
-graph with any other op touching a padded dim, a size that is not a multiple of one symbol plus
-a constant, or a view that splits a padded dim, is refused (BucketRefused) before anything runs
-and compiled per shape, as before.
+views and masked reductions take (_Program.scr). A graph with an op the table refuses on its
+padded dims, a size that is not a multiple of one symbol plus a constant, or a view that splits a
+padded dim, is refused (BucketRefused) before anything runs and compiled per shape, as before.
 """
 import operator
 import warnings
@@ -28,43 +30,39 @@ class BucketRefused(Exception):
     """The graph cannot run on padded shapes; it is compiled per shape instead."""
 
 
-# Ops that keep each position of every dim where it is (or broadcast it): padded dims pass through.
-_POSITIONAL = {
+# What the rewrite itself follows: ops that keep each position of every dim where it is (or
+# broadcast it), views, factories and joins, whose padded dims pass through (_check_positional
+# says where a live part would move off the front). Every other op runs on padded values as the
+# op table's padding rule says (_table), the rule eager buckets follow too.
+_LAYOUT = {
     "clone", "_to_copy", "alias", "detach", "lift_fresh_copy", "contiguous", "expand",
-    "permute", "transpose", "t", "unsqueeze", "squeeze", "tril", "triu", "copy_", "copy",
+    "permute", "transpose", "t", "unsqueeze", "squeeze", "copy_", "copy",
     "full", "zeros", "ones", "empty", "empty_strided", "new_zeros", "new_ones", "new_empty",
     "new_full", "full_like", "zeros_like", "ones_like", "empty_like", "scalar_tensor",
     "_unsafe_view", "view", "reshape", "slice", "select", "cat", "split", "split_with_sizes",
-    "unbind", "arange", "cumsum", "cumprod", "embedding", "index_select", "index", "gather",
-    "index_copy", "index_put", "native_layer_norm", "slice_scatter", "select_scatter",
+    "unbind", "arange", "slice_scatter", "select_scatter",
 }
-# Ops that compute each sample (dim 0) from the same sample: positional with only the batch
-# padded (convolution_backward's weight gradient masked first, see _op).
-_PER_SAMPLE = {"convolution", "max_pool2d_with_indices", "max_pool2d_with_indices_backward",
-               "avg_pool2d", "avg_pool2d_backward", "_adaptive_avg_pool2d",
-               "_adaptive_avg_pool2d_backward", "_native_batch_norm_legit_no_training",
-               "convolution_backward"}
-# Reductions and softmaxes: the kind of identity their padding reads as (see _fill).
-_REDUCE = {
-    "sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min", "max": "max",
-    "min": "min", "argmax": "max", "argmin": "min", "any": "any", "all": "all",
-    "logsumexp": "max", "_softmax": "max", "_log_softmax": "max",
-}
+# Ops that reduce dims or read across one (their fills are the table's): padding between rows
+# follows them (_rows).
+_REDUCE = {"sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "any", "all",
+           "logsumexp", "_softmax", "_log_softmax"}
 _VIEWS = {"view", "_unsafe_view", "reshape"}
 
 
-def _fill(kind, dtype):
-    """The value a padded element reads as in a reduction of |kind|."""
-    if kind in ("sum", "any") or dtype == torch.bool and kind == "max":
-        return False if dtype == torch.bool else 0
-    if kind in ("all",) or dtype == torch.bool and kind == "min":
-        return True
-    if kind == "prod":
-        return 1
+def _fill(fill, dtype):
+    """The value padding reads as: the op table's fill ("zero", "one", "lowest", "highest") or a
+    value (an int)."""
+    if not isinstance(fill, str):
+        return fill
+    if fill in ("zero", "one"):
+        return (fill == "one") if dtype == torch.bool else int(fill == "one")
+    high = fill == "highest"
+    if dtype == torch.bool:
+        return high
     if dtype.is_floating_point:
-        return float("-inf") if kind == "max" else float("inf")
+        return float("inf") if high else float("-inf")
     info = torch.iinfo(dtype)
-    return info.min if kind == "max" else info.max
+    return info.max if high else info.min
 
 
 def _name(target):
@@ -392,20 +390,22 @@ class _Program:
             args = torch.fx.node.map_arg(n.args, lambda a: nums.get(a, env[a]))
             kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: nums.get(a, env[a]))
             return n.target.overloadpacket(*args, **kwargs)
-        if name in _REDUCE:
-            return self._reduce(n, name, args, kwargs, in_pads[n.args[0]], live)
-        if name in ("mm", "bmm", "addmm", "baddbmm"):
-            return self._contract(n, name, args, kwargs, in_pads, live)
-        if name in ("_softmax_backward_data", "_log_softmax_backward_data"):
-            grad, out, dim = args[0], args[1], args[2] % args[1].dim()
-            pads = in_pads[n.args[0]]
-            if dim in pads:
-                grad = self._mask(grad, {dim: pads[dim]}, 0, live)
-                if name == "_softmax_backward_data":
-                    out = self._mask(out, {dim: pads[dim]}, 0, live)
-            return n.target(grad, out, *args[2:], **kwargs)
-        if name in ("nll_loss_forward", "nll_loss_backward"):
-            return self._nll(n, name, args, kwargs, live)
+        if name in _LAYOUT:
+            self._check_positional(n, name, in_pads)
+            return n.target(*args, **kwargs)
+        # Every other op: as the op table's padding rule says (ops/op.h: tp_op_pad_rule).
+        padded = [(env[a], p) for a, p in in_pads.items() if p and isinstance(env[a], torch.Tensor)]
+        fills, needs_live = self._table(n, name, args, kwargs, padded)
+        masked = {id(t): self._mask(t, p, _fill(f, t.dtype), live)
+                  for (t, p), f in zip(padded, fills) if f is not None}
+        if masked:
+            swap = lambda v: masked.get(id(v), v) if isinstance(v, torch.Tensor) else v
+            args = torch.fx.node.map_aggregate(args, swap)
+            kwargs = torch.fx.node.map_aggregate(kwargs, swap)
+        if not needs_live:
+            return n.target(*args, **kwargs)
+        if name == "mean":
+            return self._mean(args, kwargs, in_pads[n.args[0]], live)
         if name == "constant_pad_nd":
             # Padding after the live part: the bucket's sits behind it, so the live part's end
             # reads as the pad value up to the new live size.
@@ -419,79 +419,36 @@ class _Program:
                 i = 2 * (nd - 1 - d)
                 shifted[d] = (k, m, c + (pad[i] if i < len(pad) else 0))
             return self._mask(out, shifted, value, live)
-        if name == "embedding_dense_backward":
-            # Padded positions add zeros to row 0, not their garbage to a garbage row.
-            g, idx = n.args[0], n.args[1]
-            args = list(args)
-            args[0] = self._mask(args[0], in_pads[g], 0, live)
-            args[1] = self._mask(args[1], in_pads[idx], 0, live)
-            return n.target(*args, **kwargs)
-        if name == "convolution_backward":
-            # The weight's and bias's gradients sum over the batch: padded samples read as zeros.
-            args = list(args)
-            for j in (0, 1):
-                args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
-        if name == "native_layer_norm_backward":
-            # The weight's and bias's gradients sum over rows: padded rows read as zeros.
-            args = list(args)
-            for j in (0, 1, 3, 4):
-                args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
-            name = "native_layer_norm"
-        elif name not in _POSITIONAL and name not in _PER_SAMPLE:
-            raise BucketRefused(f"{name} on padded shapes")
-        self._check_positional(n, name, in_pads)
-        if name in ("embedding", "index_select", "gather"):
-            # Index values in the padding are not indices: they read as 0.
-            j = 1 if name == "embedding" else 2
-            args = list(args)
-            args[j] = self._mask(args[j], in_pads[n.args[j]], 0, live)
-        elif name == "index":
-            args = list(args)
-            args[1] = [None if i is None else self._mask(t, in_pads[i], 0, live)
-                       for i, t in zip(n.args[1], args[1])]
-        return n.target(*args, **kwargs)
+        raise BucketRefused(f"{name} with its live sizes (padded where it joins or counts)")
 
-    def _reduce(self, n, name, args, kwargs, pads, live):
+    def _table(self, n, name, args, kwargs, padded):
+        """The op table's padding rule for |n|'s call on |args| whose tensors |padded| ((tensor,
+        {dim: entry}), see _ent) are padded: per entry the fill its padding must read as (None:
+        anything) and whether the call needs its live sizes. Raises BucketRefused where the
+        table refuses or has no row."""
+        from torch_pjrt import _C
+        bits = [(t, sum(1 << d for d in p)) for t, p in padded]
+        rule = _C.pad_rule(n.target, bits, *args, **kwargs)
+        if rule is None:
+            raise BucketRefused(f"{name}: the op table's padding rule refuses these padded dims")
+        if rule is False:
+            raise BucketRefused(f"{name} on padded shapes (no op table row)")
+        return rule
+
+    def _mean(self, args, kwargs, pads, live):
+        """mean over padded dims (their padding already read as 0): the sum over the live
+        elements / their count."""
         x = args[0]
-        if name in ("_softmax", "_log_softmax"):
-            dims = [args[1]]
-        elif name in ("argmax", "argmin"):
-            d = args[1] if len(args) > 1 else kwargs.get("dim")
-            dims = None if d is None else [d]
-        elif name in ("max", "min") and len(args) == 1:
-            dims = None
-        else:
-            d = args[1] if len(args) > 1 else kwargs.get("dim")
-            dims = None if d is None or d == [] else [d] if isinstance(d, int) else list(d)
+        d = args[1] if len(args) > 1 else kwargs.get("dim")
+        dims = None if d is None or d == [] else [d] if isinstance(d, int) else list(d)
         dims = list(range(x.dim())) if dims is None else [d % max(x.dim(), 1) for d in dims]
-        hit = {d: pads[d] for d in dims if d in pads}
-        if not hit:
-            return n.target(*args, **kwargs)
-        if name in ("argmax", "argmin") and x.dim() > 1 and len(dims) > 1:
-            raise BucketRefused(f"{name} over all dims of a padded tensor")
-        masked = self._mask(x, hit, _fill(_REDUCE[name], x.dtype), live)
-        if name != "mean":
-            return n.target(masked, *args[1:], **kwargs)
-        # mean = the sum over the live elements / their count.
         keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-        total = torch.sum(masked, dims, keepdim=keepdim, dtype=kwargs.get("dtype"))
+        total = torch.sum(x, dims, keepdim=keepdim, dtype=kwargs.get("dtype"))
         count = 1
         for d in dims:
-            k, m, c = hit.get(d, (None, 0, x.shape[d]))
+            k, m, c = pads.get(d, (None, 0, x.shape[d]))
             count = count * (live[k] * m + c if k is not None else c)
         return total / count
-
-    def _contract(self, n, name, args, kwargs, in_pads, live):
-        args = list(args)
-        a, b = (1, 2) if name in ("addmm", "baddbmm") else (0, 1)
-        ka, kb = args[a].dim() - 1, args[b].dim() - 2
-        pa, pb = in_pads[n.args[a]], in_pads[n.args[b]]
-        if ka in pa or kb in pb:
-            if pa.get(ka) != pb.get(kb):
-                raise BucketRefused(f"{name} contracting a dim padded on one side only")
-            args[a] = self._mask(args[a], {ka: pa[ka]}, 0, live)
-            args[b] = self._mask(args[b], {kb: pb[kb]}, 0, live)
-        return n.target(*args, **kwargs)
 
     def _check_positional(self, n, name, in_pads):
         """Refuses a positional op that moves a padded dim's live part off the front."""
@@ -527,20 +484,6 @@ class _Program:
                 (n.args[2] if len(n.args) > 2 else 0)
             if dim % x.meta["val"].dim() in xp:
                 raise BucketRefused(f"{name} along a padded dim")
-        elif name in ("index_copy", "index_put"):
-            idx = n.args[2] if name == "index_copy" else n.args[1]
-            for i in (idx if isinstance(idx, (list, tuple)) else [idx]):
-                if isinstance(i, torch.fx.Node) and in_pads.get(i):
-                    raise BucketRefused(f"{name} with padded indices")
-        elif name == "native_layer_norm":
-            rank = len(n.args[2] if _name(n.target) == "native_layer_norm_backward" else n.args[1])
-            if any(d >= x.meta["val"].dim() - rank for d in xp):
-                raise BucketRefused("layer norm over a padded dim")
-        elif name in _PER_SAMPLE:
-            if any(d != 0 for a in n.all_input_nodes for d in in_pads.get(a, {})):
-                raise BucketRefused(f"{name} with a padded dim other than the batch")
-        elif name == "embedding" and in_pads.get(n.args[0]):
-            raise BucketRefused("embedding of a padded table")
         elif name == "arange" and len(n.args) > 1 and isinstance(n.args[0], torch.fx.Node):
             raise BucketRefused("arange from a symbolic start")
 
@@ -592,7 +535,8 @@ class _Program:
             elif hit:
                 if name in ("mean", "argmax", "argmin"):
                     raise BucketRefused(f"{name} over a dim padded between rows")
-                args[0] = self._mask(args[0], hit, _fill(_REDUCE[name], args[0].dtype), live)
+                (fill,), _ = self._table(n, name, args, kwargs, [(args[0], hit)])
+                args[0] = self._mask(args[0], hit, _fill(fill, args[0].dtype), live)
             if not name.endswith("softmax") and not name.endswith("_backward_data"):
                 gone = [] if keepdim else dims
                 carry({d - sum(g < d for g in gone): e for d, e in xs.items() if d not in dims})
@@ -652,17 +596,16 @@ class _Program:
         return (list(range(nd)) if dims is None else [d % max(nd, 1) for d in dims]), keepdim
 
     def _nll(self, n, name, args, kwargs, live):
-        """nll_loss: targets in padded rows become ignore_index, so they count nowhere."""
+        """nll_loss over rows padded between others: the table's rule (a padded sample's target
+        reads as ignore_index, so it counts nowhere)."""
         t = 2 if name == "nll_loss_backward" else 1
-        reduction = args[t + 2]
         ent = self._ent(n.args[t])
         args = list(args)
-        args[t] = self._mask(args[t], ent, args[t + 3], live)
-        if name == "nll_loss_backward":
-            if n.args[1] in self.scr:
-                self.scr[n] = self.scr[n.args[1]]
-        elif reduction == 0 and ent:
-            raise BucketRefused("nll_loss without reduction on padded rows")
+        if ent:
+            (fill,), _ = self._table(n, name, args, kwargs, [(args[t], ent)])
+            args[t] = self._mask(args[t], ent, _fill(fill, args[t].dtype), live)
+        if name == "nll_loss_backward" and n.args[1] in self.scr:
+            self.scr[n] = self.scr[n.args[1]]
         return n.target(*args, **kwargs)
 
     def _view(self, n):

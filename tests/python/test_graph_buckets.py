@@ -333,3 +333,51 @@ def test_more_hugging_face_architectures_over_sequence_lengths(name):
             assert_same(got, ref(**kw).logits, atol=1e-5, rtol=1e-4)
     s = tc.stats()
     assert s["bucket_refused"] == {} and s["bucketed_graphs"] == s["graphs"], s
+
+
+def test_graphs_and_eager_follow_one_table_of_padding_rules():
+    """Compiled graphs pad a call exactly where the op table's rule (csrc/ops/bucket.c) lets
+    eager buckets pad it, with the fill it names: a convolution, pooling and nll_loss over a batch
+    that changes and a mean over a padded dim run bucketed in both; a variance over a padded dim
+    (its count) and an embedding's frequency-scaled gradient (padding would count as index 0)
+    are refused by both, and stay equal to CPU."""
+    import torch_pjrt
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3, padding=1)
+    conv_t = copy.deepcopy(conv).to("tpu")
+
+    def per_sample(img, target):
+        h = (conv_t if img.device.type == "tpu" else conv)(img).relu()
+        h = torch.nn.functional.max_pool2d(h, 2).mean((2, 3))
+        return torch.nn.functional.cross_entropy(h, target, ignore_index=1)
+
+    def make(n):
+        g = torch.Generator().manual_seed(n)
+        return [torch.randn(n, 3, 6, 6, generator=g), torch.randint(0, 4, (n,), generator=g)]
+    with torch.no_grad():
+        _sweep(per_sample, make)
+        s = tc.stats()
+        assert s["bucketed_graphs"] >= 1 and s["bucket_refused"] == {}, s
+        torch_pjrt.reset_stats()
+        for n in SIZES:  # the same calls in eager mode run bucketed too
+            img, target = make(n)
+            assert_same(per_sample(img.to("tpu"), target.to("tpu")), per_sample(img, target),
+                        atol=1e-5, rtol=1e-5)
+        assert torch_pjrt.stats()["bucketed_calls"] > 0
+
+    torch.manual_seed(1)
+    emb = nn.Embedding(8, 4, scale_grad_by_freq=True)
+    emb_t = copy.deepcopy(emb).to("tpu")
+    g = torch.compile(lambda ids, x: (emb_t(ids) * x).sum() + x.var(0).sum(), backend="tpu",
+                      dynamic=True)
+    for n in SIZES:
+        ids = torch.arange(n) % 3  # index 0 among them: padding read as 0 would add to its count
+        x = _x(n, 4, seed=n)
+        emb.zero_grad(), emb_t.zero_grad()
+        (emb(ids) * x).sum().backward()
+        loss = g(ids.to("tpu"), x.to("tpu"))
+        loss.backward()
+        assert_same(loss, (emb(ids) * x).sum() + x.var(0).sum(), atol=1e-5, rtol=1e-5)
+        assert_same(emb_t.weight.grad, emb.weight.grad, atol=1e-5, rtol=1e-5)
+    reasons = " ".join(tc.stats()["bucket_refused"])
+    assert "var:" in reasons and "embedding_dense_backward:" in reasons, reasons

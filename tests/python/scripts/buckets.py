@@ -153,12 +153,32 @@ def case_backward(n, dev):
     return [loss.detach(), w1.grad, w2.grad]
 
 
+def case_per_sample(n, dev):
+    # Ops that compute each sample from the same sample, over a batch of n: padded in the batch.
+    x, y = inputs(n, dev, 14)
+    g = torch.Generator().manual_seed(140)
+    img = torch.randn(n, 3, 6, 6, generator=g).to(dev)
+    w = torch.randn(4, 3, 3, 3, generator=g).to(dev)
+    logits = y[:, :, :5].reshape(-1, 5)  # [2n, 5]
+    target = (torch.arange(2 * n, device=dev) * 3).remainder(5)
+    target[::3] = -100  # ignored samples count nowhere, padded ones neither
+    out = [y.var(1), y.mean((0, 1))]  # var's count: exact programs
+    if n:  # no mean or maximum of nothing (and no pooling of an empty batch: CPU's)
+        out += [F.conv2d(img, w, padding=1), F.max_pool2d(img, 2), F.avg_pool2d(img, 3, 1),
+                F.adaptive_avg_pool2d(img, 2), F.cross_entropy(logits, target),
+                F.cross_entropy(logits, target, reduction="sum"),
+                y.argmax()]  # an index over several padded dims: exact programs
+    return out
+
+
 CASES = {k[5:]: v for k, v in globals().items() if k.startswith("case_")}
 # Results that may differ from exact shapes in the last bits: float sums over a padded dim (padding
-# adds zeros, but the order of the additions follows the bucket's size), and exp (softmax), which
-# the CPU plugin computes vectorized or element by element depending on the buffer's size, an ulp
-# apart on some CPUs; all others are bitwise.
-INEXACT = {"matmul": {0, 1, 2, 3}, "attention": {0, 1, 2, 3, 4}, "reduce": {0, 7, 8, 9}, "norm": {1},
+# adds zeros, but the order of the additions follows the bucket's size: sums, means, losses),
+# convolutions and pooling (XLA's CPU kernels tile by the batch), and exp (softmax), which the CPU
+# plugin computes vectorized or element by element depending on the buffer's size, an ulp apart on
+# some CPUs; all others are bitwise.
+INEXACT = {"matmul": {0, 1, 2, 3}, "attention": {0, 1, 2, 3, 4}, "reduce": {0, 5, 7, 8, 9}, "norm": {1},
+           "per_sample": {0, 1, 2, 3, 4, 5, 6, 7},  # var, mean, conv, pools, losses
            "views_of_bucketed": {3}, "backward": {0, 1, 2}, "index": {4, 5, 7}}
 
 
