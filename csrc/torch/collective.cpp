@@ -1,7 +1,7 @@
 // torch_pjrt._C.collective: the device transport of the c10d backend (python/torch_pjrt/
 // distributed.py) hands one collective of every participant, each tensor on a device of its own,
 // to the C executor (exec/collective.h), which runs it as one replicated program. The host
-// transport's pieces: aliases of device memory for gloo, and the board (runtime/board.h) where
+// transport's pieces: aliases of device memory for gloo, and the board (dist/board.h) where
 // ranks on one host check their calls agree. See glue.h.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -21,7 +21,7 @@
 
 extern "C" {
 #include "exec/collective.h"
-#include "runtime/board.h"
+#include "dist/board.h"
 }
 
 namespace tp_glue {
@@ -264,7 +264,7 @@ std::optional<at::Tensor> host_alias(const at::Tensor& t) {
                        at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
 }
 
-// A rank's side of its group's board (runtime/board.h): the host transport's check on one host.
+// A rank's side of its group's board (dist/board.h): the host transport's check on one host.
 // The page is a writable buffer (the shared mmap) that distributed.py's _Board keeps alive as long
 // as the transport lives; the call numbers are kept here, so that the transport's Python calls and
 // the backend's native ones number their calls as one sequence.

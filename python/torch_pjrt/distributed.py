@@ -448,7 +448,7 @@ class _DeviceTransport(ProcessGroupPjrt):
 
 class _Board:
     """The host transport's check on one host: a shared memory page where each rank of a group
-    posts the digest of its next call and reads the others' (runtime/board.h; _C.Board numbers
+    posts the digest of its next call and reads the others' (dist/board.h; _C.Board numbers
     the calls), with no network round trip (gloo's cheapest costs as much as a small collective).
     A rank that must wait for a post sleeps on a futex the post wakes, never polls (measured:
     napping 50 us between looks added 100-250 us to every call of 2 ranks on 2 cores, a spin
@@ -468,7 +468,7 @@ class _Board:
     def open(cls, store, rank, size, timeout):
         import mmap
         import tempfile
-        # runtime/board.h's TP_BOARD_BYTES, a token naming the file, each rank's description
+        # dist/board.h's TP_BOARD_POSTS_BYTES, a token naming the file, each rank's description
         words = 8 * (1 + 2 * size)
         nbytes = -(-(words + 16 + size * _DESC_BYTES) // mmap.PAGESIZE) * mmap.PAGESIZE
         path, token = None, os.urandom(8).hex()

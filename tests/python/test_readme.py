@@ -6,7 +6,7 @@ import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FOLDERS = ["python/torch_pjrt", "csrc/torch", "csrc/exec", "csrc/ops", "csrc/hlo", "csrc/runtime",
-           "csrc/base", "tools"]
+           "csrc/dist", "csrc/base", "tools"]
 SOURCES = ("*.py", "*.c", "*.cpp")
 
 
