@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PLUGIN_INC = $(shell $(PY) -c "import os, xla_plugins.xla_cpu_pjrt as p; print(os.path.dirname(p.__file__))")
 # The C core (no PyTorch): its sources and flags live here only. It is compiled once into a
 # static library that the extension (setup.py runs `make core`) and the C tests link.
-C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/hlo/*.c csrc/ops/*.c csrc/exec/*.c)
+C_SRC := $(wildcard csrc/base/*.c csrc/runtime/*.c csrc/dist/*.c csrc/hlo/*.c csrc/ops/*.c csrc/exec/*.c)
 CFLAGS_CORE := -std=c11 -D_GNU_SOURCE -g -O2 -fPIC -fvisibility=hidden -Wall -Wextra -Wno-unused-parameter -Icsrc
 # The PJRT header: the plugin package's (setup.py passes it; here it is read from .venv).
 PJRT_INC ?= $(PLUGIN_INC)/include

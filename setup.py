@@ -50,7 +50,7 @@ def extensions():
 
     ext = CppExtension(
         "torch_pjrt._C",
-        sources=sorted(glob.glob("csrc/torch/*.cpp")),
+        sources=sorted(glob.glob("csrc/torch/**/*.cpp", recursive=True)),
         include_dirs=includes,
         extra_compile_args={"cxx": ["-O2", "-std=c++20"]},
         extra_objects=[CORE_LIB],

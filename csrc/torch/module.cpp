@@ -13,7 +13,7 @@ extern "C" {
 namespace tp_glue {
 
 void register_graph(py::module& m);       // graph.cpp
-void register_collective(py::module& m);  // collective.cpp
+void register_distributed(py::module& m);  // distributed/backend.cpp
 
 namespace {
 
@@ -159,7 +159,7 @@ PYBIND11_MODULE(_C, m) {
     tp_executable_release(exe);
   });
   register_graph(m);
-  register_collective(m);
+  register_distributed(m);
   m.def("storage_buffer_dtype", [](const at::Tensor& t) {
     tp_storage_t* s = storage_of(t);
     return s && tp_storage_buffer(s) ? std::string(tp_dtype_name(tp_storage_buffer_dtype(s)))

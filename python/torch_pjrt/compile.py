@@ -311,58 +311,26 @@ class _Partition:
             env[n] = env[dst]
 
     def _run_replicated(self, ins, into):
-        """The program over every rank of its group, as one replicated program: the ranks (threads
-        of this process, a device each) meet as for any collective, and the last to arrive runs
-        the program for all of them. Ranks whose graphs call different collectives or take
-        different inputs raise, naming each one's. Graphs that differ otherwise (a rank's own
-        constants, as DTensor's vocabulary-parallel embedding traces its row range) cannot be one
-        program: every rank raises _diverged(), and runs the partition split around its
-        collectives from then on."""
-        from torch_pjrt import distributed
-        for name in self.collectives:
-            distributed._note("device", name)
-        shapes = ", ".join(distributed._layout(t) for t in ins)
-        desc = f"compiled graph({shapes}) of {len(self.nodes)} ops with {', '.join(self.collectives)}"
-
-        def run_all(calls):
-            if len({c[0].fingerprint for c in calls}) > 1:
-                raise _diverged()(
-                    "the ranks traced different programs around the same collectives ("
-                    + ", ".join(f"rank {r}: #{c[0].fingerprint:016x}" for r, c in enumerate(calls))
-                    + "), constants of their own: they cannot run as one replicated program")
-            graph, ins, devices, intos = calls[0][0], [c[1] for c in calls], [c[2] for c in calls], \
-                [c[3] for c in calls]
-            return graph.run_replicated(ins, devices, intos)
-        mine = (self.graph, ins, torch.tpu.current_device(), into)
-        return self.group._meet(desc, mine, run_all)[self.group.rank()]
-
-
-_DIVERGED = []
+        """The program over every rank of its group, as one replicated program (see
+        torch_pjrt.distributed._replicated); raises its diverged() where the ranks' programs
+        differ in more than their collectives and inputs."""
+        from torch_pjrt.distributed import _replicated
+        return _replicated.run(self.group, self.graph, len(self.nodes), self.collectives, ins, into)
 
 
 def _diverged():
-    """The GraphBuildError of ranks whose replicated partition differs in more than its
-    collectives and inputs (a class made once: the native module loads after this one)."""
-    if not _DIVERGED:
-        from torch_pjrt._C import GraphBuildError
-        _DIVERGED.append(type("RanksDivergedError", (GraphBuildError,), {}))
-    return _DIVERGED[0]
+    from torch_pjrt.distributed import _replicated
+    return _replicated.diverged()
 
 
 def _device_group(node):
     """The pjrt device-transport backend of a functional collective's group (its name is the
     node's last argument), else _NotNative: on the host transport, the collective runs eagerly
     between programs."""
-    import torch.distributed as dist
-    from torch_pjrt.distributed import transport_of
-    name = node.args[-1] if node.args else None
-    try:
-        pg = dist.distributed_c10d._resolve_process_group(name)
-        backend = transport_of(pg._get_backend(torch.device("tpu")))
-    except Exception as e:  # noqa: BLE001 - any failure: no lowering
-        raise _NotNative(f"no tpu backend for group {name!r} ({e})")
-    if getattr(backend, "transport", None) != "device":
-        raise _NotNative("its group runs collectives through the host")
+    from torch_pjrt.distributed import _replicated
+    backend, why = _replicated.device_group(node.args[-1] if node.args else None)
+    if backend is None:
+        raise _NotNative(why)
     return backend
 
 

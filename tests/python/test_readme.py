@@ -5,7 +5,8 @@ import os
 import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FOLDERS = ["python/torch_pjrt", "csrc/torch", "csrc/exec", "csrc/ops", "csrc/hlo", "csrc/runtime",
+FOLDERS = ["python/torch_pjrt", "python/torch_pjrt/distributed", "csrc/torch",
+           "csrc/torch/distributed", "csrc/exec", "csrc/ops", "csrc/hlo", "csrc/runtime", "csrc/dist",
            "csrc/base", "tools"]
 SOURCES = ("*.py", "*.c", "*.cpp")
 
@@ -49,7 +50,7 @@ def test_the_tree_names_every_folder_and_source_file_and_no_other():
 
 def test_the_environment_table_names_every_variable_read():
     read = set()
-    for pattern in ("csrc/**/*.c", "csrc/**/*.cpp", "csrc/**/*.h", "python/torch_pjrt/*.py"):
+    for pattern in ("csrc/**/*.c", "csrc/**/*.cpp", "csrc/**/*.h", "python/torch_pjrt/**/*.py"):
         for path in glob.glob(os.path.join(ROOT, pattern), recursive=True):
             with open(path) as f:
                 read |= set(re.findall(r"\bTORCH_PJRT_[A-Z0-9_]*[A-Z0-9]\b", f.read()))

@@ -1,6 +1,8 @@
-/* The board (runtime/board.h): posts seen whole, agreement and disagreement, a wait that gives up
- * after its time, a waiter in another process woken by a post at once (the futex is shared), and
- * two processes meeting call after call on the two words each rank owns. Needs no plugin. */
+/* The board (dist/board.h): posts seen whole, agreement and disagreement, a wait that gives up
+ * after its time, a waiter in another process woken by a post at once (the futex is shared), two
+ * processes meeting call after call on the two words each rank owns, the descriptions, the file
+ * its ranks map (and one another token refuses), and the liveness of a rank's process. Needs no
+ * plugin. */
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -8,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/board.h"
+#include "dist/board.h"
 #include "test.h"
 
 static double now_ms(void) {
@@ -31,6 +33,7 @@ static void test_agree_differ_and_late(void) {
   tp_board_post(page, 1, 1, 0xABCDEF);
   double t0 = now_ms();
   CHECK(tp_board_wait(page, 3, 1, 30) == -1);  /* rank 2 has not posted call 1 */
+  CHECK(tp_board_posted(page, 1, 1) && !tp_board_posted(page, 2, 1));
   CHECK(now_ms() - t0 >= 29);
   tp_board_post(page, 2, 1, 0xABCDEF);
   CHECK(tp_board_wait(page, 3, 1, 0) == 1);
@@ -87,9 +90,65 @@ static void test_two_processes_call_after_call(void) {
   munmap(page, TP_BOARD_BYTES(2));
 }
 
+static void test_descriptions(void) {
+  void *page = shared_page(2);
+  char long_desc[400], got[TP_BOARD_DESC_BYTES + 1];
+  memset(long_desc, 'x', sizeof(long_desc) - 1);
+  long_desc[sizeof(long_desc) - 1] = '\0';
+  tp_board_write_desc(page, 2, 0, "all_reduce(float32[3, 4], SUM)");
+  tp_board_write_desc(page, 2, 1, long_desc);
+  tp_board_read_desc(page, 2, 0, got);
+  CHECK(strcmp(got, "all_reduce(float32[3, 4], SUM)") == 0);
+  tp_board_read_desc(page, 2, 1, got);
+  CHECK(strlen(got) == TP_BOARD_DESC_BYTES);
+  tp_board_write_desc(page, 2, 1, "barrier");  /* a shorter one leaves nothing of the longer */
+  tp_board_read_desc(page, 2, 1, got);
+  CHECK(strcmp(got, "barrier") == 0);
+  munmap(page, TP_BOARD_BYTES(2));
+}
+
+/* Two mappings of one board file share its posts; a mapping with another token is refused. */
+static void test_file(void) {
+  char *path = NULL;
+  CHECK_OK(tp_board_create(2, "0123456789abcdef", &path));
+  if (!path) return;
+  void *a = NULL, *b = NULL, *other = NULL;
+  tp_board_map(path, 2, "0123456789abcdef", &a);
+  tp_board_map(path, 2, "0123456789abcdef", &b);
+  tp_board_map(path, 2, "fedcba9876543210", &other);
+  void *missing = (void *)1;
+  tp_board_map("/nonexistent/torch_pjrt_board", 2, "x", &missing);
+  CHECK(a && b && !other && !missing);
+  unlink(path);
+  free(path);
+  if (!a || !b) return;
+  tp_board_post(a, 0, 1, 5);
+  tp_board_post(b, 1, 1, 5);
+  CHECK(tp_board_wait(a, 2, 1, 0) == 1);
+  tp_board_unmap(a, 2);
+  tp_board_unmap(b, 2);
+}
+
+static void test_process_alive(void) {
+  CHECK(tp_board_process_alive(getpid()));
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  usleep(50 * 1000);
+  CHECK(!tp_board_process_alive(child));  /* exited, not reaped yet: a zombie counts as gone */
+  int status = 0;
+  waitpid(child, &status, 0);
+  CHECK(!tp_board_process_alive(child));
+  char where[512];
+  tp_board_whereami(where, sizeof(where));
+  CHECK(strchr(where, '@') != NULL);
+}
+
 int main(void) {
   test_agree_differ_and_late();
   test_a_post_wakes_another_process();
   test_two_processes_call_after_call();
-  TEST_MAIN_END("runtime_board_test");
+  test_descriptions();
+  test_file();
+  test_process_alive();
+  TEST_MAIN_END("dist_board_test");
 }
