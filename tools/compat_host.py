@@ -11,7 +11,7 @@ This sweep calls every op in the dispatcher's registry, with arguments made from
 (several profiles: small float tensors, 4-d ones, integer ones, optional tensors given), in child
 processes, so a crash costs one op and names it. What an op returns or raises is not checked:
 only that the process survives. The ops it finds are routed to the CPU fallback in the glue
-(csrc/torch/kernel.cpp, kCompositesOnCpu); the result goes to DIR/host_reads.json and COMPAT.md.
+(csrc/torch/fallback.cpp, kCompositesOnCpu); the result goes to DIR/host_reads.json and COMPAT.md.
 """
 import argparse
 import json

@@ -4,8 +4,8 @@
 // per PyTorch interface: device.cpp (allocator, guard, generator, hooks), kernel.cpp (the table
 // kernel, autocast), call.cpp (a call described for the op table), fallback.cpp (the CPU
 // fallback; sparse and nested tensors), copy.cpp (copies, views, storage ops), graph.cpp (the
-// graph object of the torch.compile backend), sdpa.cpp (the SDPA kernel choice), module.cpp
-// (torch_pjrt._C).
+// graph object of the torch.compile backend), sdpa.cpp (the SDPA kernel choice), distributed/
+// (the c10d backend: distributed.h), module.cpp (torch_pjrt._C).
 #ifndef TP_TORCH_GLUE_H_
 #define TP_TORCH_GLUE_H_
 
