@@ -805,9 +805,14 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
    * a replicated program would meet one rank's exact buffer and another's padded one. */
   uint64_t site = (site_of(kind) * 0x100000001b3ull ^ (uint64_t)(uint32_t)device) | 1;
   if (!kind || n_out < 1) return NULL;
-  /* Scratch of the executor lock's holder (too large for the stack of a rank thread). */
+  /* Scratch of the executor lock's holder (too large for the stack of a rank thread). Every
+   * field is set before it is read; only these start at zero (not the whole 4 KiB: a call's
+   * cost). */
   static build_t c;
-  memset(&c, 0, sizeof(c));
+  memset(c.padded, 0, sizeof(c.padded));
+  memset(c.bmeta, 0, sizeof(c.bmeta));
+  c.n_params = 0;
+  c.n_layout = 0;
   c.op = &tp_op_table[op];
   c.opi = op;
   c.args = args;
