@@ -26,7 +26,10 @@ def extensions():
         return [], {}
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-    includes = [os.path.join(ROOT, "csrc"), pjrt_include()]
+    import torch
+    # Kineto's headers (the profiler plugin, csrc/torch/profiler.cpp) ship inside torch's wheel.
+    kineto = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
+    includes = [os.path.join(ROOT, "csrc"), pjrt_include(), kineto]
 
     class Build(BuildExtension):
         """Builds the C core with the Makefile (its sources and flags live there: `make core`,

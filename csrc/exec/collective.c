@@ -128,7 +128,10 @@ typedef struct {
 
 static tp_status_t *run_job(job_t *j, bool blocking) {
   PJRT_Buffer *results[MAX_PARTICIPANTS] = {NULL};
+  int devices[MAX_PARTICIPANTS];
+  for (int r = 0; r < j->n; r++) devices[r] = tp_storage_device(j->keep[2 * r]);
   tp_status_t *st = tp_executable_execute(j->exe, &(tp_execute_args_t){.replicas = j->n,
+                                                                       .replica_devices = devices,
                                                                        .args = j->args,
                                                                        .n_args = (size_t)j->n_args,
                                                                        .out_buffers = results,
@@ -152,7 +155,7 @@ static struct {
   pthread_cond_t posted;
   job_t job;
   bool has_job, started;
-} g_worker = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+} g_worker = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER, .posted = PTHREAD_COND_INITIALIZER};
 
 static void *worker_main(void *arg) {
   (void)arg;

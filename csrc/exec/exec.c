@@ -191,14 +191,17 @@ static bool log_compiles(void) {
   return on;
 }
 
-static void note_compile(const tp_exec_origin_t *o, double ms) {
+/* Counts a compile of |o|; logs it (TORCH_PJRT_LOG_COMPILES) and says why in |traced|. */
+static void note_compile(const tp_exec_origin_t *o, double ms, tp_trace_event_t *traced) {
   bool again = seen_kind(o);
   if (again) g_new_shape_compiles++;
-  if (!log_compiles()) return;
+  if (!log_compiles() && !traced) return;
   char shapes[1024];
   describe_inputs(o, false, shapes, sizeof(shapes));
-  fprintf(stderr, "torch_pjrt: compile %s (%s): %s%s, %.1f ms\n", o->what, shapes,
-          again ? "new shapes" : "first", o->bucketed ? ", bucket" : "", ms);
+  const char *why = again ? "new shapes" : "first", *bucket = o->bucketed ? ", bucket" : "";
+  tp_trace_detail(traced, "%s%s (%s)", why, bucket, shapes);
+  if (log_compiles())
+    fprintf(stderr, "torch_pjrt: compile %s (%s): %s%s, %.1f ms\n", o->what, shapes, why, bucket, ms);
 }
 
 tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
@@ -210,16 +213,22 @@ tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_
   if (*out_exe) return NULL;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  tp_trace_event_t *traced = tp_trace_begin(TP_TRACE_COMPILE, -1, origin ? origin->what : "program");
   char *text = NULL;
-  TP_RETURN_IF_ERROR(build(ctx, &text));
-  tp_status_t *st = tp_executable_compile_with(g.client, text, strlen(text), options, out_exe);
-  if (st && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
+  tp_status_t *st = build(ctx, &text);
+  if (!st) st = tp_executable_compile_with(g.client, text, strlen(text), options, out_exe);
+  if (st && text && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
   free(text);
-  if (st) return st;
+  tp_trace_end(traced);
+  if (st) {
+    tp_trace_detail(traced, "failed");
+    return st;
+  }
   *out_compiled = true;
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (origin)
-    note_compile(origin, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    note_compile(origin, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                 traced);
   tp_exec_cache_insert(g.cache, key, key_len, hash, *out_exe);
   return NULL;
 }

@@ -15,6 +15,7 @@
 #include "runtime/client.h"
 #include "runtime/exec_cache.h"
 #include "runtime/executable.h"
+#include "runtime/trace.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -33,6 +33,7 @@ struct tp_graph {
   tp_key_t key;   /* scratch: desc + the layouts of one run's inputs */
   tp_key_t last_layout;        /* the input layouts of the last run ... */
   tp_executable_t *last_exe;  /* ... and its executable (retained): reruns skip the key */
+  char name[96];              /* what traces call its program ("" until named) */
 };
 
 /* Grows *arr (of *cap elements of |size|) to hold |need|. */
@@ -178,6 +179,10 @@ const tp_meta_t *tp_graph_value_meta(const tp_graph_t *g, int v) {
 }
 int tp_graph_input_count(const tp_graph_t *g) { return g->n_inputs; }
 int tp_graph_output_count(const tp_graph_t *g) { return g->n_outputs; }
+void tp_graph_set_name(tp_graph_t *g, const char *name) {
+  snprintf(g->name, sizeof(g->name), "%s", name ? name : "");
+}
+
 int tp_graph_node_count(const tp_graph_t *g) { return g->n_nodes; }
 int tp_graph_random_count(const tp_graph_t *g) { return g->n_random; }
 uint64_t tp_graph_fingerprint(const tp_graph_t *g) {
@@ -398,7 +403,9 @@ static tp_status_t *run_locked(tp_graph_t *g, int n, const int *devices, const t
     int n_res = tp_executable_num_outputs(exe);
     st = tp_executable_execute(exe, &(tp_execute_args_t){.device = devices[0],
                                                          .replicas = n > 1 ? n : 0,
+                                                         .replica_devices = devices,
                                                          .args = args,
+                                                         .trace_name = g->name[0] ? g->name : NULL,
                                                          .n_args = (size_t)n_args,
                                                          .out_buffers = results,
                                                          .op_name = "graph",

@@ -39,6 +39,8 @@ const tp_meta_t *tp_graph_value_meta(const tp_graph_t *g, int value);
 int tp_graph_input_count(const tp_graph_t *g);
 int tp_graph_output_count(const tp_graph_t *g);
 int tp_graph_node_count(const tp_graph_t *g);
+/* Names the graph's program in traces (the profiler's device track). */
+void tp_graph_set_name(tp_graph_t *g, const char *name);
 /* Random ops in the graph: each takes one key per run. */
 int tp_graph_random_count(const tp_graph_t *g);
 

@@ -2,6 +2,7 @@
  * bytes with least-recently-used eviction by file mtime (shared by every process using the
  * directory, so no index file needs locking). */
 #include "runtime/exec_cache.h"
+#include "runtime/trace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -472,8 +473,14 @@ tp_executable_t *tp_exec_cache_lookup(tp_exec_cache_t *c, const void *key, size_
   }
   pthread_mutex_unlock(&c->lock);
   if (!c->dir) return NULL;
+  int64_t t0 = tp_trace_on() ? tp_trace_now_ns() : 0;
   tp_executable_t *exe = disk_load(c, key, key_size);
   if (!exe) return NULL;
+  tp_trace_event_t *traced = tp_trace_begin(TP_TRACE_LOAD, -1, "disk cache");
+  if (traced) {
+    traced->begin_ns = t0;
+    tp_trace_end(traced);
+  }
   tp_runtime_count_hit(c->client, 1);
   pthread_mutex_lock(&c->lock);
   insert_locked(c, key, key_size, hash, exe);

@@ -240,16 +240,26 @@ tp_status_t *tp_executable_execute(tp_executable_t *e, const tp_execute_args_t *
   xargs.device_complete_events = done;
   /* A replicated program runs on the devices its assignment names, in replica order. */
   xargs.execute_device = a->replicas > 1 ? NULL : c->devices[a->device];
+  tp_trace_event_t *traced[64] = {NULL};
+  if (tp_trace_on())
+    for (int r = 0; r < n; r++)
+      traced[r] = tp_trace_begin(TP_TRACE_PROGRAM, a->replicas <= 1 ? a->device : a->replica_devices ? a->replica_devices[r] : r,
+                                 a->trace_name ? a->trace_name : a->op_name);
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), a->op_name);
   if (st) return st;
   atomic_fetch_add(&c->executes, 1);
   for (int r = 0; r < n; r++) {
+    tp_trace_end(traced[r]);
+    if (!a->blocking) tp_trace_watch(c, done[r], traced[r]);
     PJRT_Buffer *check = NULL;
     if (a->check_output >= 0 && a->check_output < e->num_outputs) {
       check = out_lists[r][a->check_output];
       out_lists[r][a->check_output] = NULL;
     }
-    if (a->blocking) st = tp_status_join(st, tp_client_await_execution(c, done[r], a->op_name, check));
+    if (a->blocking) {
+      st = tp_status_join(st, tp_client_await_execution(c, done[r], a->op_name, check));
+      if (traced[r]) tp_trace_set_done(traced[r], tp_trace_now_ns());
+    }
     else tp_client_track(c, done[r], a->op_name, check);
   }
   return st;

@@ -58,12 +58,16 @@ typedef struct {
    * |replicas| devices (|device| unused): |args| holds replicas * n_args buffers, replica by
    * replica, and |out_buffers| replicas * num_outputs. 0 or 1: one device. */
   int replicas;
+  /* Replica r's device (as compiled), for traces; NULL: device r. */
+  const int *replica_devices;
   PJRT_Buffer *const *args;
   size_t n_args;
   const int64_t *non_donatable;
   size_t n_non_donatable;
   PJRT_Buffer **out_buffers;
   const char *op_name;
+  /* What a trace calls the program (copied at once; NULL: |op_name|), e.g. a graph's name. */
+  const char *trace_name;
   bool blocking;
   int check_output;
 } tp_execute_args_t;

@@ -12,6 +12,7 @@
 #include "base/ref.h"
 #include "base/status.h"
 #include "runtime/client.h"
+#include "runtime/trace.h"
 
 /* Zeroes a PJRT args struct and sets its struct_size from the header's constant. */
 #define TP_PJRT_ARGS(type, var) \
@@ -30,6 +31,9 @@ tp_status_t *tp_pjrt_await(const PJRT_Api *api, PJRT_Event *ev, const char *what
 void tp_pjrt_buffer_destroy(const PJRT_Api *api, PJRT_Buffer *buf);
 PJRT_Buffer_Type tp_pjrt_type(tp_dtype_t dtype);
 
+/* Records when the device finishes |event|'s work into |e|'s done_ns (trace.c); NULL |e| or
+ * |event| does nothing. */
+void tp_trace_watch(tp_client_t *c, PJRT_Event *event, tp_trace_event_t *e);
 #define TP_MAX_PENDING 256
 /* Completion times kept, by sequence number. */
 #define TP_TIME_RING 4096

@@ -145,8 +145,16 @@ tp_status_t *tp_buffer_from_host_async(tp_client_t *client, int device, const vo
   args.num_dims = (size_t)ndim;
   args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
   args.device = client->devices[device];
-  TP_RETURN_IF_ERROR(tp_pjrt_status(api, api->PJRT_Client_BufferFromHostBuffer(&args),
-                                    "copy host to device"));
+  tp_trace_event_t *traced = tp_trace_begin(TP_TRACE_COPY, device, "copy");
+  tp_status_t *st = tp_pjrt_status(api, api->PJRT_Client_BufferFromHostBuffer(&args),
+                                   "copy host to device");
+  if (traced) {
+    tp_trace_end(traced);
+    traced->bytes = (int64_t)tp_dtype_size(dtype);
+    for (int d = 0; d < ndim; d++) traced->bytes *= dims[d];
+    tp_trace_detail(traced, "host to device");
+  }
+  TP_RETURN_IF_ERROR(st);
   *out_buffer = args.buffer;
   *out_done = args.done_with_host_buffer;
   return NULL;
@@ -182,9 +190,32 @@ tp_status_t *tp_buffer_copy_to_device(tp_client_t *client, PJRT_Buffer *buffer, 
   TP_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args, args);
   args.buffer = buffer;
   args.dst_device = client->devices[device];
-  TP_RETURN_IF_ERROR(tp_pjrt_status(api, api->PJRT_Buffer_CopyToDevice(&args), "copy device to device"));
+  tp_trace_event_t *traced = tp_trace_begin(TP_TRACE_COPY, device, "copy");
+  tp_status_t *st = tp_pjrt_status(api, api->PJRT_Buffer_CopyToDevice(&args), "copy device to device");
+  if (traced) {
+    tp_trace_end(traced);
+    TP_PJRT_ARGS(PJRT_Buffer_OnDeviceSizeInBytes_Args, sargs);
+    sargs.buffer = buffer;
+    tp_status_t *sst = tp_pjrt_status(api, api->PJRT_Buffer_OnDeviceSizeInBytes(&sargs), "size");
+    traced->bytes = sst ? 0 : (int64_t)sargs.on_device_size_in_bytes;
+    tp_status_free(sst);
+    tp_trace_detail(traced, "device to device");
+  }
+  TP_RETURN_IF_ERROR(st);
   *out_buffer = args.dst_buffer;
   return NULL;
+}
+
+/* The index of the device holding |buffer| (0 if PJRT cannot say). */
+static int buffer_device(tp_client_t *c, PJRT_Buffer *buffer) {
+  TP_PJRT_ARGS(PJRT_Buffer_Device_Args, args);
+  args.buffer = buffer;
+  tp_status_t *st = tp_pjrt_status(c->api, c->api->PJRT_Buffer_Device(&args), "device");
+  bool known = !st;
+  tp_status_free(st);
+  for (size_t i = 0; known && i < c->num_devices; i++)
+    if (c->devices[i] == args.device) return (int)i;
+  return 0;
 }
 
 tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *pjrt_buffer, void *dst, size_t size) {
@@ -197,9 +228,15 @@ tp_status_t *tp_buffer_to_host(tp_client_t *client, PJRT_Buffer *pjrt_buffer, vo
   args.src = pjrt_buffer;
   args.dst = dst;
   args.dst_size = size;
+  tp_trace_event_t *traced = tp_trace_on() ? tp_trace_begin(TP_TRACE_COPY, buffer_device(client, pjrt_buffer), "copy") : NULL;
   tp_status_t *st =
       tp_pjrt_status(api, api->PJRT_Buffer_ToHostBuffer(&args), "copy device to host");
   if (!st) st = tp_pjrt_await(api, args.event, "copy device to host");
+  if (traced) {
+    tp_trace_end(traced);
+    traced->bytes = (int64_t)size;
+    tp_trace_detail(traced, "device to host");
+  }
   /* The earlier failure first: it is the cause, a failed copy only its symptom. */
   return tp_status_join(tp_client_marker_wait(client, &before), st);
 }

@@ -159,14 +159,27 @@ AllocCounts* counts_of(int device) {
   return device >= 0 && device < kMaxDevices ? &g_counts[device] : nullptr;
 }
 
+// Tells the profiler (profile_memory=True) that |delta| bytes at |ptr| on |device| were allocated
+// (> 0) or freed, and what the device holds now.
+void report_memory(void* ptr, int64_t delta, int device) {
+  if (!c10::memoryProfilingEnabled()) return;
+  auto in_use = static_cast<size_t>(tp_storage_bytes_in_use(client(), device));
+  c10::reportMemoryUsageToProfiler(ptr, delta, in_use, in_use,
+                                   c10::Device(DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+}
+
 void release_storage(void* ctx) {
   auto* s = static_cast<tp_storage_t*>(ctx);
-  if (AllocCounts* c = counts_of(tp_storage_device(s))) {
+  int device = tp_storage_device(s);
+  auto nbytes = static_cast<int64_t>(tp_storage_nbytes(s));
+  void* addr = tp_storage_addr(s);
+  if (AllocCounts* c = counts_of(device)) {
     c->frees++;
-    c->freed_bytes += static_cast<int64_t>(tp_storage_nbytes(s));
+    c->freed_bytes += nbytes;
   }
   note_live(s, false);
   tp_storage_release(s);
+  report_memory(addr, -nbytes, device);
 }
 
 // Storages are the device memory: no cache sits between them and the device, so emptyCache has
@@ -182,6 +195,7 @@ struct TpuAllocator final : c10::DeviceAllocator {
       c->allocated_bytes += static_cast<int64_t>(nbytes);
     }
     note_live(s, true);
+    report_memory(tp_storage_addr(s), static_cast<int64_t>(nbytes), dev);
     return {tp_storage_addr(s), s, &release_storage, c10::Device(DeviceType::PrivateUse1, dev)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }

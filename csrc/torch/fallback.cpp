@@ -72,18 +72,28 @@ void note_fallback(const std::string& name) {
                "torch_pjrt.fallback_report())");
 }
 
+void generators_to_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Counts |name|'s fallback and runs |op| with PyTorch's CPU fallback on |key|'s kernel, as one
+// span of the device's trace.
+void fall_back(const std::string& name, const c10::OperatorHandle& op, torch::jit::Stack* stack,
+               c10::DispatchKey key = c10::DispatchKey::CPU) {
+  note_fallback(name);
+  TracedScope traced(TP_TRACE_FALLBACK, -1, name.c_str());
+  if (key == c10::DispatchKey::CPU) generators_to_cpu(op, stack);
+  at::native::cpu_fallback(op, stack, false, key);
+}
+
 // A sparse COO tpu tensor is PyTorch's own SparseTensorImpl over dense tpu tensors (its indices
 // and values): made and taken apart by PyTorch's device-generic kernels, below. Every other op on
 // one runs on CPU (the tensors copied there and the results back), counted as a fallback and
 // refused in strict mode like any other.
 void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_fallback(op_name(op) + " (sparse)");
-  at::native::cpu_fallback(op, stack, false, c10::DispatchKey::SparseCPU);
+  fall_back(op_name(op) + " (sparse)", op, stack, c10::DispatchKey::SparseCPU);
 }
 
 void sparse_csr_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_fallback(op_name(op) + " (sparse)");
-  at::native::cpu_fallback(op, stack, false, c10::DispatchKey::SparseCsrCPU);
+  fall_back(op_name(op) + " (sparse)", op, stack, c10::DispatchKey::SparseCsrCPU);
 }
 
 // Composite kernels that cannot run for tpu tensors, registered to the CPU fallback directly:
@@ -142,9 +152,7 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       "' has no tpu lowering, and PyTorch has no CPU kernel for it to fall back to",
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::CUDA) ? " (it has a CUDA kernel only)"
                                                                   : "");
-  note_fallback(name);
-  generators_to_cpu(op, stack);
-  at::native::cpu_fallback(op, stack);
+  fall_back(name, op, stack);
 }
 
 std::vector<std::string> cpu_routed_ops() {
@@ -169,8 +177,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // are PyTorch's own device-agnostic kernels (they work on the buffer, whose ops are ours); every
 // other op on one runs on CPU, counted as a fallback.
 void nested_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  note_fallback(op_name(op) + " (nested)");
-  at::native::cpu_fallback(op, stack, false, c10::DispatchKey::NestedTensorCPU);
+  fall_back(op_name(op) + " (nested)", op, stack, c10::DispatchKey::NestedTensorCPU);
 }
 
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {

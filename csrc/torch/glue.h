@@ -40,6 +40,18 @@ extern std::string g_init_error;
 // The process's client; throws when the device is unavailable.
 tp_client_t* client();
 
+// ---- the device's trace (runtime/trace.h; read by profiler.cpp) ----
+
+// One event of the device's trace spanning a scope; nothing when no trace runs.
+struct TracedScope {
+  tp_trace_event_t* event;
+  TracedScope(tp_trace_kind_t kind, int device, const char* name)
+      : event(tp_trace_on() ? tp_trace_begin(kind, device, name) : nullptr) {}
+  ~TracedScope() { tp_trace_end(event); }
+  TracedScope(const TracedScope&) = delete;
+  TracedScope& operator=(const TracedScope&) = delete;
+};
+
 // ---- storages (copy.cpp) ----
 
 // Resizes a tpu storage to |nbytes|, keeping the contents that fit.

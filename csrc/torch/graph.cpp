@@ -1,6 +1,7 @@
 // The graph object of the torch.compile backend: Python names a graph's values with meta
 // tensors, adds ATen nodes (described as the table kernel describes a call) and runs the graph on
 // tpu tensors as one program. See glue.h.
+#include <ATen/record_function.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -168,8 +169,14 @@ struct Graph {
   std::unordered_map<const c10::TensorImpl*, int> ids;
   std::vector<at::Tensor> values;  // keeps the naming tensors alive
   std::vector<int> outputs;
+  std::string name = "tpu::graph";  // what the profiler calls a run (set_name)
 
   Graph() { check(tp_graph_create(&g)); }
+
+  void set_name(const std::string& n) {
+    name = n;
+    tp_graph_set_name(g, n.c_str());
+  }
   ~Graph() { tp_graph_free(g); }
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -325,6 +332,9 @@ struct Graph {
   // Runs on tpu tensors (views allowed); returns fresh dense outputs (see prepare for |into|).
   std::vector<std::optional<at::Tensor>> run(const std::vector<at::Tensor>& inputs,
                                              const std::vector<std::optional<at::Tensor>>& into) {
+    // The run as an op of its own in the profiler: the graph's program is its device time, its
+    // outputs its memory.
+    RECORD_FUNCTION(name.c_str(), c10::ArrayRef<const c10::IValue>{});
     c10::DeviceIndex device = inputs.empty() ? g_current_device : inputs[0].device().index();
     std::vector<Side> sides(1);
     prepare(inputs, into, device, sides[0]);
@@ -340,6 +350,7 @@ struct Graph {
     TORCH_CHECK(!inputs.empty() && inputs.size() == devices.size() &&
                     (into.empty() || into.size() == inputs.size()),
                 "graph: one input list and one device per participant");
+    RECORD_FUNCTION(name.c_str(), c10::ArrayRef<const c10::IValue>{});
     std::vector<Side> sides(inputs.size());
     for (size_t r = 0; r < inputs.size(); r++)
       prepare(inputs[r], into.empty() ? std::vector<std::optional<at::Tensor>>{} : into[r],
@@ -359,6 +370,8 @@ void register_graph(py::module& m) {
       .def("input", &Graph::input)
       .def("node", &Graph::node)
       .def("set_outputs", &Graph::set_outputs)
+      .def("set_name", &Graph::set_name)
+      .def_property_readonly("name", [](const Graph& g) { return g.name; })
       .def("run", &Graph::run, py::arg("inputs"), py::arg("into") = std::vector<std::optional<at::Tensor>>{})
       .def("run_replicated", &Graph::run_replicated, py::arg("inputs"), py::arg("devices"),
            py::arg("into") = std::vector<std::vector<std::optional<at::Tensor>>>{})

@@ -11,6 +11,11 @@ import contextlib
 import os
 import warnings
 
+# Kineto (torch.profiler's engine) in PyPI's CUDA build logs "gpuGetDeviceCount failed" at ERROR
+# on every profile of a machine without an NVIDIA GPU; level 5 keeps its own lines only (tpu
+# trace problems reach the profiler as the session's errors). An explicit setting wins.
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+
 
 def _autoload():
     """Entry point PyTorch calls at `import torch` (group `torch.backends`); importing did it all.

@@ -12,6 +12,7 @@ Registered with Dynamo through the `torch_dynamo_backends` entry point, so nothi
 until a user asks for the backend.
 """
 import collections
+import functools
 import operator
 import threading
 import warnings
@@ -478,21 +479,25 @@ def _is_dynamic(gm):
     return False
 
 
-def _compile_graph(gm, example_inputs):
+def _compile_graph(gm, example_inputs, kind="forward"):
     _stats["graphs"] += 1
+    # What the profiler calls its programs: Dynamo's compile id ("0/1": frame 0, recompile 1).
+    from torch._guards import CompileContext
+    cid = CompileContext.current_compile_id()
+    name = f"tpu graph {cid if cid is not None else '?'} {kind}"
     if _is_dynamic(gm):
-        return _specializing(gm)
-    return _compile_static(gm)
+        return _specializing(gm, name)
+    return _compile_static(gm, name)
 
 
-def _specializing(gm):
+def _specializing(gm, name):
     """A graph with symbolic shapes (dynamic=True, or Dynamo's automatic dynamic shapes after a
     shape change): one program per shape bucket where the graph allows it (_graph_buckets),
     else each new set of input shapes specializes it into static programs, the sizes found by
     running the graph on fake tensors of those shapes."""
     cache = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    buckets = _bucketing(gm)
+    buckets = _bucketing(gm, name)
 
     def run(args):
         nonlocal buckets
@@ -524,7 +529,7 @@ def _specializing(gm):
                         env[n] = getattr(gm, n.target)
             try:
                 _CONCRETE.values.update(env)
-                fn = cache[key] = _compile_static(gm)
+                fn = cache[key] = _compile_static(gm, name)
             finally:
                 _CONCRETE.values.clear()
         return fn(args)
@@ -533,7 +538,7 @@ def _specializing(gm):
     return run
 
 
-def _bucketing(gm):
+def _bucketing(gm, name):
     """|gm|'s bucketed programs, or None where shape buckets are off or the graph can't pad."""
     from torch_pjrt import _C
     from torch_pjrt._graph_buckets import BucketRefused, GraphBuckets
@@ -542,7 +547,7 @@ def _bucketing(gm):
 
     def compile_bucket(rewritten):
         _stats["bucketed_graphs"] += 1
-        return _compile_static(rewritten)
+        return _compile_static(rewritten, name + " bucket")
     try:
         return GraphBuckets(gm, compile_bucket)
     except BucketRefused as e:
@@ -550,10 +555,13 @@ def _bucketing(gm):
         return None
 
 
-def _compile_static(gm):
+def _compile_static(gm, name="tpu graph"):
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     with unset_fake_temporarily():  # the C graph builder works on real (meta) tensors
         steps = _partition(gm)
+    parts = [s for s in steps if isinstance(s, _Partition)]
+    for k, p in enumerate(parts):
+        p.graph.set_name(name if len(parts) == 1 else f"{name} (part {k + 1} of {len(parts)})")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     output = next(n for n in gm.graph.nodes if n.op == "output")
     attrs = {n: getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
@@ -684,6 +692,7 @@ def backend(gm, example_inputs, **kwargs):
     from torch._dynamo.backends.common import aot_autograd
     # Inference graphs (an optimizer step, a no_grad forward) keep their input mutations as
     # copy_ nodes, which the partition turns into in-place results.
-    return aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph,
+    return aot_autograd(fw_compiler=_compile_graph,
+                        bw_compiler=functools.partial(_compile_graph, kind="backward"),
                         decompositions=_decompositions(),
                         keep_inference_input_mutations=True)(gm, example_inputs)

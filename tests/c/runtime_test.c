@@ -8,6 +8,7 @@
 #include "runtime/client.h"
 #include "runtime/executable.h"
 #include "runtime/storage.h"
+#include "runtime/trace.h"
 #include "runtime_helpers.h"
 #include "test.h"
 
@@ -305,6 +306,65 @@ static void test_two_clients(tp_client_t *c, const char *plugin) {
   tp_client_release(c2);
 }
 
+/* The device's trace: nothing recorded while off; on, a program's device span (after its launch,
+ * ending at its completion), copies with their bytes, the caller's correlation id, and the next
+ * trace starts empty. */
+static void test_trace(tp_client_t *c) {
+  int64_t n = 4;
+  float a[4] = {1, 2, 3, 4}, r[4] = {0};
+  char *text = add_program(n);
+  tp_executable_t *exe = NULL;
+  CHECK_OK(tp_executable_compile(c, text, strlen(text), &exe));
+  free(text);
+  if (!exe) return;
+  CHECK(!tp_trace_on() && tp_trace_begin(TP_TRACE_COPY, 0, "x") == NULL);
+  tp_trace_start();
+  CHECK(tp_trace_on() && tp_trace_count() == 0);
+  tp_trace_push_correlation(41);
+  tp_trace_push_correlation(42); /* the innermost op */
+  PJRT_Buffer *ba = NULL, *out = NULL, *out2 = NULL;
+  CHECK_OK(tp_buffer_from_host(c, 0, a, TP_DTYPE_F32, 1, &n, &ba));
+  PJRT_Buffer *args[2] = {ba, ba};
+  int64_t keep[2] = {0, 1};
+  CHECK_OK(execute(exe, args, 2, keep, 2, &out, "add", 0, -1));
+  tp_trace_pop_correlation();
+  CHECK_OK(tp_executable_execute(exe, &(tp_execute_args_t){.device = 0, .args = args, .n_args = 2,
+                                                           .non_donatable = keep,
+                                                           .n_non_donatable = 2,
+                                                           .out_buffers = &out2, .op_name = "add",
+                                                           .trace_name = "my graph",
+                                                           .check_output = -1}));
+  tp_trace_pop_correlation();
+  tp_trace_pop_correlation(); /* one too many (an op begun before the trace): ignored */
+  CHECK_OK(tp_buffer_to_host(c, out2, r, sizeof(r)));
+  CHECK(r[3] == 8);
+  tp_trace_stop(10000);
+  CHECK(!tp_trace_on() && tp_trace_begin(TP_TRACE_COPY, 0, "x") == NULL);
+  CHECK(tp_trace_count() == 4 && tp_trace_dropped() == 0);
+  const tp_trace_event_t *up = tp_trace_event(0), *p1 = tp_trace_event(1), *p2 = tp_trace_event(2),
+                         *down = tp_trace_event(3);
+  if (tp_trace_count() == 4) {
+    CHECK(up->kind == TP_TRACE_COPY && up->bytes == 16 && strcmp(up->detail, "host to device") == 0);
+    CHECK(up->correlation == 42 && up->thread > 0);
+    CHECK(p1->kind == TP_TRACE_PROGRAM && strcmp(p1->name, "add") == 0 && p1->correlation == 42);
+    CHECK(p2->kind == TP_TRACE_PROGRAM && strcmp(p2->name, "my graph") == 0 && p2->correlation == 41);
+    for (const tp_trace_event_t *p = p1; p != NULL; p = p == p1 ? p2 : NULL) {
+      CHECK(p->device == 0 && p->begin_ns <= p->end_ns);
+      CHECK(p->begin_ns <= p->device_begin_ns && p->device_begin_ns <= tp_trace_done_ns(p));
+    }
+    CHECK(p2->device_begin_ns >= tp_trace_done_ns(p1)); /* one device runs them in order */
+    CHECK(down->kind == TP_TRACE_COPY && down->bytes == 16 && down->correlation == 0);
+    CHECK(down->device_begin_ns >= tp_trace_done_ns(p2) && down->end_ns >= down->device_begin_ns);
+  }
+  tp_trace_start();
+  CHECK(tp_trace_count() == 0);
+  tp_trace_stop(1000);
+  tp_buffer_destroy(c, ba);
+  tp_buffer_destroy(c, out);
+  tp_buffer_destroy(c, out2);
+  tp_executable_release(exe);
+}
+
 int main(void) {
   const char *plugin = tp_test_plugin();
   test_load_errors();
@@ -320,6 +380,7 @@ int main(void) {
   test_while(c);
   test_injected_fault(c);
   test_check_output(c);
+  test_trace(c);
   test_two_clients(c, plugin);
   CHECK_OK(tp_client_synchronize(c));
   tp_client_release(c);

@@ -108,7 +108,7 @@ class PjrtBackend : public c10d::Backend {
     if (gloo_ && ts.size() == 1) {
       std::vector<at::Tensor> hosts = aliases(ts);
       if (!hosts.empty()) {
-        host("broadcast", describe_call("broadcast", ts[0], nullptr),
+        host("broadcast", describe_call("broadcast", ts[0], nullptr), ts[0].nbytes(),
              [&] { return gloo_->broadcast(hosts, opts); });
         return done(ts);
       }
@@ -129,7 +129,7 @@ class PjrtBackend : public c10d::Backend {
         bool avg = opts.reduceOp == c10d::ReduceOp::AVG;  // gloo has none: SUM, then divide
         c10d::AllreduceOptions o = opts;
         if (avg) o.reduceOp = c10d::ReduceOp::SUM;
-        host("allreduce", describe_call("all_reduce", ts[0], op),
+        host("allreduce", describe_call("all_reduce", ts[0], op), ts[0].nbytes(),
              [&] { return gloo_->allreduce(hosts, o); });
         if (avg) average(hosts[0], getSize());
         return done(ts);
@@ -145,7 +145,7 @@ class PjrtBackend : public c10d::Backend {
     if (gloo_) {
       std::vector<at::Tensor> hosts = aliases({in, out});
       if (!hosts.empty()) {
-        host("all_gather_single", describe_call("all_gather_into_tensor", in, nullptr),
+        host("all_gather_single", describe_call("all_gather_into_tensor", in, nullptr), in.nbytes(),
              [&] { return gloo_->_allgather_base(hosts[1], hosts[0], opts); });
         return done({out});
       }
@@ -178,7 +178,7 @@ class PjrtBackend : public c10d::Backend {
         c10d::AllreduceOptions o;
         o.reduceOp = avg ? c10d::ReduceOp(c10d::ReduceOp::SUM) : opts.reduceOp;
         o.timeout = opts.timeout;
-        host("reduce_scatter_single", describe_call("reduce_scatter_tensor", in, op),
+        host("reduce_scatter_single", describe_call("reduce_scatter_tensor", in, op), in.nbytes(),
              [&] { return gloo_->allreduce(flat, o); });
         std::memcpy(hosts[1].data_ptr(), static_cast<char*>(flat[0].data_ptr()) + part * getRank(),
                     part);
@@ -304,6 +304,8 @@ class PjrtBackend : public c10d::Backend {
   // that finishes later, as one).
   template <typename... Args>
   c10::intrusive_ptr<c10d::Work> call(const char* name, Args&&... args) {
+    TracedScope traced(TP_TRACE_COLLECTIVE, g_current_device, name);
+    tp_trace_detail(traced.event, "the transport's Python method, rank %d", getRank());
     py::gil_scoped_acquire gil;
     py::object r = py_.attr(name)(std::forward<Args>(args)...);
     if (!py::isinstance<c10d::Work>(r)) return c10::make_intrusive<Later>(std::move(r));
@@ -336,8 +338,10 @@ class PjrtBackend : public c10d::Backend {
   // as every call of the host transport is (HostGroup: post the call and go on; the last rank to
   // post raises before gloo, the others while they wait for it).
   template <typename Start>
-  void host(const char* name, const std::string& desc, Start start) {
+  void host(const char* name, const std::string& desc, size_t bytes, Start start) {
     count_collective("host", name);
+    TracedScope traced(TP_TRACE_COLLECTIVE, g_current_device, name);
+    describe_traced(traced.event, "host", desc, bytes);
     host_->agree(desc);
     host_->wait(start());
   }
@@ -345,7 +349,17 @@ class PjrtBackend : public c10d::Backend {
   void native(const char* name, const std::string& desc, const char* kind, const char* op,
               int root, const at::Tensor& in, const at::Tensor& out) {
     count_collective("device", name);
+    TracedScope traced(TP_TRACE_COLLECTIVE, g_current_device, name);
+    describe_traced(traced.event, "device", desc, in.nbytes());
     meeting_->run(getRank(), desc, kind, op, root, in, out, timeout_);
+  }
+
+  // Says in |traced| (a collective's event of the device's trace, or NULL) what it moves.
+  void describe_traced(tp_trace_event_t* traced, const char* transport, const std::string& desc,
+                       size_t bytes) {
+    if (!traced) return;
+    traced->bytes = static_cast<int64_t>(bytes);
+    tp_trace_detail(traced, "%s transport, rank %d: %s", transport, getRank(), desc.c_str());
   }
 
   py::object py_;
