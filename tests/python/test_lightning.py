@@ -3,6 +3,7 @@ both namespaces (lightning.pytorch and pytorch_lightning), bf16-mixed, and 2 dev
 over the pjrt process group; each run against the same run with accelerator="cpu"."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -78,3 +79,39 @@ def test_a_machine_with_torch_xla_keeps_lightnings_tpu_and_gets_this_device_as_p
     assert r.returncode == 0, r.stderr[-3000:]
     assert "pjrt TPUAccelerator SingleDeviceStrategy tpu:0" in r.stdout
     assert "auto TPUAccelerator SingleDeviceStrategy tpu:0" in r.stdout
+
+
+_PROFILED_FIT = """
+import sys, torch, lightning.pytorch as L
+from lightning.pytorch.profilers import PyTorchProfiler
+from torch.profiler import ProfilerActivity
+from torch.utils.data import DataLoader, TensorDataset
+class Model(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(8, 4)
+    def training_step(self, batch, i):
+        return self.net(batch[0]).pow(2).mean()
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+profiler = PyTorchProfiler(dirpath=sys.argv[1], filename="prof",
+                           activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+trainer = L.Trainer(accelerator="tpu", devices=1, max_steps=8, profiler=profiler, logger=False,
+                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+trainer.fit(Model(), DataLoader(TensorDataset(torch.randn(64, 8)), batch_size=8))
+"""
+
+
+def test_lightnings_pytorch_profiler_reports_tpu_device_time(tmp_path):
+    # Lightning's own profiler (torch.profiler with its default schedule, summary and traces),
+    # given the device activity, as a CUDA user gives it ProfilerActivity.CUDA.
+    r = subprocess.run([sys.executable, "-c", _PROFILED_FIT, str(tmp_path)], capture_output=True,
+                       text=True, timeout=400, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    summary = (tmp_path / "fit-prof.txt").read_text()
+    total = re.search(r"Self TPU time total: ([\d.]+)", summary)
+    assert total and float(total.group(1)) > 0, summary[-3000:]
+    traces = list(tmp_path.glob("*.pt.trace.json"))
+    assert traces
+    events = json.loads(traces[0].read_text())["traceEvents"]
+    assert any(e.get("cat") == "kernel" and e.get("name") == "addmm" for e in events)
