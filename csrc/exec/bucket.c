@@ -100,14 +100,22 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
  * that ran exactly runs so again. A site settles when its first signature comes round again
  * with no new one since: its calls repeat (a fixed-shape training step whose sites still
  * collide), so each signature it meets from then on runs exactly, compiling its exact program
- * once; after one pass such a loop runs exact programs only. A site that has met more than SEEN
- * signatures varies for real (generate's growing lengths, a sweep over prompt lengths) and never
- * settles: its sizes must not each compile exactly. */
+ * once; after one pass such a loop runs exact programs only. (A loop that began with other
+ * sizes, a first call on a test batch, never meets its first signature again: it stays
+ * bucketed. Calls repeating within a pass are no evidence: the layers of a model share sites,
+ * and repeat a new prompt length of generate's as they repeat a fixed loop's.) A site that has
+ * met more than SEEN signatures varies for real (generate's growing lengths, a sweep over prompt
+ * lengths) and never settles: its sizes must not each compile exactly. SEEN holds the sizes of a
+ * model whose stages' blocks share sites: a timm Swin-T forward meets more than 4 at some; with
+ * SEEN at 4 it ran bucketed for ever, at 4.6x CPU's time (a bucket's program reads strided
+ * views with a gather, many times slower than an exact program's layout ops); exact, 1.2x. It
+ * stays below generate's lengths: at 16, a sweep over prompt lengths met its first length again
+ * within the 11 its decode sites had seen, settled, and compiled each length exactly. */
 
 /* g_sites, and every site in it, is read and written under the executor lock (tp_bucket_run's
  * callers hold it); the context (g_recent, g_run) is per thread. */
 #define SITES 4096
-#define SEEN 4
+#define SEEN 8
 typedef struct {
   uint64_t hash; /* 0: empty */
   int n;         /* tensor dims of the call, all arguments and outputs */
@@ -182,11 +190,13 @@ static uint64_t signature(const tp_eager_arg_t *args, int n_args, const tp_meta_
 #define TP_MIX(v) (h = (h ^ (uint64_t)(v)) * 0x100000001b3ull)
   for (int a = 0; a < n_args; a++) {
     if (args[a].arg.kind != TP_ARG_TENSOR) continue;
-    int64_t where[2];
-    lie(&args[a].view, where);
     for (int d = 0; d < args[a].view.ndim; d++) TP_MIX(args[a].view.sizes[d]);
-    TP_MIX(where[0]);
-    TP_MIX(where[1]);
+    /* Its offset and its storage's own length, not its buffer's: a buffer is longer when the
+     * call that made it ran bucketed, and the call must be the same signature whichever way its
+     * producer ran, else each pass of a loop would meet anew the calls after those that turned
+     * exact in the pass before (a chain a model's depth long). */
+    TP_MIX(args[a].view.offset);
+    TP_MIX((int64_t)tp_storage_nbytes(args[a].view.storage));
   }
   for (int k = 0; k < n_out; k++)
     for (int d = 0; d < outs[k].ndim; d++) TP_MIX(outs[k].sizes[d]);
