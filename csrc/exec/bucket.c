@@ -105,17 +105,13 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
  * bucketed. Calls repeating within a pass are no evidence: the layers of a model share sites,
  * and repeat a new prompt length of generate's as they repeat a fixed loop's.) A site that has
  * met more than SEEN signatures varies for real (generate's growing lengths, a sweep over prompt
- * lengths) and never settles: its sizes must not each compile exactly. SEEN holds the sizes of a
- * model whose stages' blocks share sites: a timm Swin-T forward meets more than 4 at some; with
- * SEEN at 4 it ran bucketed for ever, at 4.6x CPU's time (a bucket's program reads strided
- * views with a gather, many times slower than an exact program's layout ops); exact, 1.2x. It
- * stays below generate's lengths: at 16, a sweep over prompt lengths met its first length again
- * within the 11 its decode sites had seen, settled, and compiled each length exactly. */
+ * lengths) and never settles: its sizes must not each compile exactly (at SEEN 8, a second
+ * sweep over 8 prompt lengths compiled each prefill exactly). */
 
 /* g_sites, and every site in it, is read and written under the executor lock (tp_bucket_run's
  * callers hold it); the context (g_recent, g_run) is per thread. */
 #define SITES 4096
-#define SEEN 8
+#define SEEN 4
 typedef struct {
   uint64_t hash; /* 0: empty */
   int n;         /* tensor dims of the call, all arguments and outputs */

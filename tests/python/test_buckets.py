@@ -264,9 +264,10 @@ print(json.dumps({"passes": passes, "err": (out - ref).abs().max().item()}))
 
 
 def test_a_model_whose_stages_share_sites_runs_exact_programs_from_its_second_pass():
-    # A model's forward repeated (timm's Swin): its stages' blocks share sites, which so met more
-    # sizes than a site remembered (4), never settled, and ran bucketed programs, which read
-    # strided views with a gather, for ever: 4.6x CPU's time against 1.2x exact.
+    # A model's forward repeated (timm's Swin): a call's signature held its arguments' buffer
+    # lengths, which change when the call producing them turns from bucketed to exact, so the
+    # model settled one layer per pass, running bucketed programs (which read its strided windows
+    # with a gather) for passes on end: 4.6x CPU's time against 1.2x settled.
     result, _ = run_json(_STAGED_MODEL, timeout=600)
     (_, _), (bucketed_2, _), (bucketed_3, loaded_3) = result["passes"]
     assert bucketed_2 == bucketed_3 == loaded_3 == 0, result
