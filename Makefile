@@ -65,6 +65,7 @@ bench: build
 	$(PY) bench/ops.py
 	$(PY) bench/collectives.py
 	$(PY) bench/shapes.py
+	$(PY) bench/models.py
 
 # TorchTitan's llama3 debug model for TITAN_ARGS (default 300 steps) on 2 processes: tpu eager, tpu
 # compiled and CPU from one seed checkpoint, tokens/s and fallbacks in one table (long: see

@@ -55,11 +55,11 @@ LLAMA = ("transformers.LlamaConfig(hidden_size=576, intermediate_size=1536, num_
 CHILD = r"""
 import json, statistics, sys, time
 import torch, torchvision, timm, transformers
-torch.set_num_threads(THREADS)
+torch.set_num_threads(@THREADS@)
 torch.manual_seed(0)
-LLAMA = LLAMA_EXPR
-kind, device, mode, warm, repeats, train = KIND, DEVICE, MODE, WARM, REPEATS, TRAIN
-model = (MODEL_EXPR).to(device)
+LLAMA = @LLAMA@
+kind, device, mode, warm, repeats, train = @KIND@, @DEVICE@, @MODE@, @WARM@, @REPEATS@, @TRAIN@
+model = (@MODEL@).to(device)
 model.train(train)
 if kind == "image":
     x = torch.randn(1, 3, 224, 224, device=device)
@@ -104,10 +104,11 @@ print(json.dumps({"ms": statistics.median(times) * 1e3}))
 
 def run_child(name, device, mode, args):
     family, expr, kind = MODELS[name]
-    code = (CHILD.replace("THREADS", str(args.threads)).replace("LLAMA_EXPR", LLAMA)
-            .replace("KIND", repr(kind)).replace("DEVICE", repr(device)).replace("MODE", repr(mode))
-            .replace("WARM", str(args.warm)).replace("REPEATS", str(args.repeats))
-            .replace("TRAIN", str(args.train)).replace("MODEL_EXPR", expr))
+    code = CHILD
+    for key, value in (("THREADS", args.threads), ("LLAMA", LLAMA), ("KIND", repr(kind)),
+                       ("DEVICE", repr(device)), ("MODE", repr(mode)), ("WARM", args.warm),
+                       ("REPEATS", args.repeats), ("TRAIN", args.train), ("MODEL", expr)):
+        code = code.replace(f"@{key}@", str(value))
     env = dict(os.environ)
     if device == "cpu" and mode == "eager":
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"

@@ -104,6 +104,51 @@ static tp_hlo_value_t transpose_weight(tp_hlo_builder_t *b, tp_hlo_value_t w, in
   return tp_hlo_reshape(b, w, w.ndim - 1, d4);
 }
 
+/* A depthwise convolution (one filter per channel: groups = input = output channels) with a
+ * kernel of at most 49 taps, as the sum over taps of the padded input's strided window times the
+ * tap's weight per channel. XLA's CPU backend ran grouped convolutions 15-70x slower than
+ * PyTorch's (mobilenet's and efficientnet's 3x3 depthwise layers: 95 ms against 1.3 ms at 256
+ * channels of 56x56); windows and products fuse into one pass over memory. False: not such a
+ * convolution (emit the general one). */
+static bool emit_depthwise(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_value_t x,
+                           tp_hlo_value_t w, tp_dtype_t md, const int64_t *out_sizes,
+                           tp_hlo_value_t *out) {
+  int64_t ch = x.dims[1], taps = 1;
+  if (c->transposed || c->groups != ch || w.dims[0] != ch || w.dims[1] != 1) return false;
+  for (int i = 0; i < ns; i++) {
+    taps *= w.dims[2 + i];
+    if (out_sizes[2 + i] == 0) return false;
+  }
+  if (taps > 49 || out_sizes[0] == 0) return false;
+  int nd = ns + 2;
+  int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0};
+  for (int i = 0; i < ns; i++) lo[2 + i] = hi[2 + i] = c->pad[i];
+  x = tp_hlo_pad(b, tp_hlo_convert(b, x, md), tp_hlo_constant(b, md, 0), lo, hi);
+  tp_hlo_value_t wt = tp_hlo_reshape(b, tp_hlo_convert(b, w, md), 2, (int64_t[]){ch, taps});
+  tp_hlo_value_t acc = {0};
+  for (int64_t t = 0; t < taps; t++) {
+    int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS] = {1, 1};
+    limit[0] = out_sizes[0];
+    limit[1] = ch;
+    for (int64_t i = ns - 1, rest = t; i >= 0; i--) { /* the tap's place, row-major */
+      int64_t k = w.dims[2 + i], at = rest % k;
+      rest /= k;
+      start[2 + i] = at * c->dil[i];
+      limit[2 + i] = start[2 + i] + (out_sizes[2 + i] - 1) * c->stride[i] + 1;
+      step[2 + i] = c->stride[i];
+    }
+    tp_hlo_value_t window = tp_hlo_slice(b, x, start, limit, step);
+    tp_hlo_value_t tap = tp_hlo_reshape(
+        b, tp_hlo_slice(b, wt, (int64_t[]){0, t}, (int64_t[]){ch, t + 1}, (int64_t[]){1, 1}), 1, &ch);
+    int64_t channel_dim = 1;
+    tp_hlo_value_t term = tp_hlo_binary(
+        b, TP_HLO_MUL, window, tp_hlo_broadcast_in_dim(b, tap, nd, out_sizes, &channel_dim));
+    acc = t == 0 ? term : tp_hlo_binary(b, TP_HLO_ADD, acc, term);
+  }
+  *out = acc;
+  return true;
+}
+
 void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t *args, int n_args,
                   const tp_hlo_value_t *in, const tp_meta_t *out_meta, tp_hlo_value_t *out) {
   conv_t c;
@@ -114,7 +159,9 @@ void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
   int64_t one[3] = {1, 1, 1}, lo[3], hi[3], lhs_dil[3], strides[3];
   char buf[96];
   tp_hlo_value_t r;
-  if (!c.transposed) {
+  if (emit_depthwise(b, &c, ns, x, w, md, out_meta->sizes, &r)) {
+    /* r: the sum of the taps */
+  } else if (!c.transposed) {
     r = tp_hlo_convolution(b, x, w, spec(ns, "b, f", "o, i", "b, f", buf, sizeof(buf)), ns, c.stride,
                            c.pad, c.pad, one, c.dil, c.groups, 1, md, out_meta->sizes);
   } else {
