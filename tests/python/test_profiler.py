@@ -153,6 +153,7 @@ from torch.profiler import profile, ProfilerActivity
 def main(rank, n):
     t = torch.ones(256, device="tpu")
     dist.all_reduce(t)
+    dist.barrier()  # a collective of no tensor
     return t[0].item()
 with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
     sums = torch_pjrt.distributed.run_threads(main, 2, args=(2,))

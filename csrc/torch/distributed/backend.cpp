@@ -350,7 +350,7 @@ class PjrtBackend : public c10d::Backend {
               int root, const at::Tensor& in, const at::Tensor& out) {
     count_collective("device", name);
     TracedScope traced(TP_TRACE_COLLECTIVE, g_current_device, name);
-    describe_traced(traced.event, "device", desc, in.nbytes());
+    describe_traced(traced.event, "device", desc, in.defined() ? in.nbytes() : 0);  // barrier: none
     meeting_->run(getRank(), desc, kind, op, root, in, out, timeout_);
   }
 
