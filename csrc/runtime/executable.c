@@ -242,9 +242,10 @@ tp_status_t *tp_executable_execute(tp_executable_t *e, const tp_execute_args_t *
   xargs.execute_device = a->replicas > 1 ? NULL : c->devices[a->device];
   tp_trace_event_t *traced[64] = {NULL};
   if (tp_trace_on())
-    for (int r = 0; r < n; r++)
-      traced[r] = tp_trace_begin(TP_TRACE_PROGRAM, a->replicas <= 1 ? a->device : a->replica_devices ? a->replica_devices[r] : r,
-                                 a->trace_name ? a->trace_name : a->op_name);
+    for (int r = 0; r < n; r++) {
+      int device = a->replicas <= 1 ? a->device : a->replica_devices ? a->replica_devices[r] : r;
+      traced[r] = tp_trace_begin(TP_TRACE_PROGRAM, device, a->trace_name ? a->trace_name : a->op_name);
+    }
   tp_status_t *st = tp_pjrt_status(api, api->PJRT_LoadedExecutable_Execute(&xargs), a->op_name);
   if (st) return st;
   atomic_fetch_add(&c->executes, 1);

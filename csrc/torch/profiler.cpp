@@ -51,15 +51,6 @@ const char* kind_name(tp_trace_kind_t k) {
   return "?";
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-
 class Session final : public libkineto::IActivityProfilerSession {
  public:
   explicit Session(const std::set<ActivityType>& types)
