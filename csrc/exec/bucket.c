@@ -137,11 +137,16 @@ static void lie(const tp_view_t *v, int64_t *out) {
 }
 static site_t g_sites[SITES];
 
-/* The call's kind: everything but its tensors' sizes, strides and offsets. */
+/* The call's kind: everything but its tensors' sizes, strides and offsets; save a parameter's
+ * sizes. Those never vary where a loop's shapes do (a sweep's lengths, generate's cache), and
+ * they tell apart the stages of a model whose calls are alike but for their widths (a CNN's
+ * stages, LeViT's): there a site would meet every stage's sizes in each pass, more than SEEN,
+ * and run bucketed (gathers, padding) for good. */
 static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const tp_view_t *outs,
-                          int n_out) {
+                          int n_out, bool *out_param) {
   static tp_key_t k;
   k.len = 0;
+  *out_param = false;
   tp_key_put_i64(&k, op);
   tp_key_put_i64(&k, n_args);
   for (int i = 0; i < n_args; i++) {
@@ -149,6 +154,10 @@ static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const 
     if (args[i].arg.kind == TP_ARG_TENSOR) {
       tp_key_put_i64(&k, args[i].view.dtype);
       tp_key_put_i64(&k, args[i].view.ndim);
+      if (args[i].param) { /* a parameter's sizes: which stage of a model this is */
+        tp_key_put(&k, args[i].view.sizes, sizeof(int64_t) * (size_t)args[i].view.ndim);
+        *out_param = true;
+      }
     }
   }
   for (int j = 0; j < n_out; j++) {
@@ -161,16 +170,26 @@ static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const 
 
 #define CONTEXT 2
 /* The kinds of the last calls on this thread, newest first (autograd runs the backward on a
- * thread of its own: each thread repeats its own sequence), and how many calls in a row before
- * this one had the newest kind. */
+ * thread of its own: each thread repeats its own sequence), how many calls in a row before
+ * this one had the newest kind, and the kind of the last call that read a parameter, for the
+ * STAGE_SPAN calls after it: the stage they are in (an attention's matmuls and softmax, a few
+ * calls from its projections, tell one stage's widths from another's by it). Forgotten after
+ * that, so calls far from any parameter (a script's first calls, and the same calls in its next
+ * pass, after the last pass's parameters) meet the same sites in every pass. */
+#define STAGE_SPAN 16
 static _Thread_local uint64_t g_recent[CONTEXT];
 static _Thread_local uint64_t g_run;
+static _Thread_local uint64_t g_stage;
+static _Thread_local int64_t g_since;
 
-/* The site of a call of kind |kind|; then |kind| becomes the newest of the context. */
-static uint64_t site_of(uint64_t kind) {
+/* The site of a call of kind |kind| (|param|: it reads a parameter); then |kind| becomes the
+ * newest of the context. */
+static uint64_t site_of(uint64_t kind, bool param) {
   g_run = kind == g_recent[0] ? g_run + 1 : 0;
+  if (param) g_stage = kind, g_since = 0;
+  else if (++g_since > STAGE_SPAN) g_stage = 0;
   /* Multiplied before each mix: a call after one of its own kind must not cancel out (k ^ k). */
-  uint64_t h = kind;
+  uint64_t h = (kind * 0x100000001b3ull) ^ g_stage;
   for (int i = 0; i < CONTEXT; i++) h = (h * 0x100000001b3ull) ^ g_recent[i];
   h = (h * 0x100000001b3ull) ^ g_run;
   h *= 0x100000001b3ull;
@@ -805,11 +824,12 @@ tp_status_t *tp_bucket_run(int op, const tp_eager_arg_t *args, int n_args,
                            int device, bool *out_ran) {
   *out_ran = false;
   if (!tp_bucket_enabled() || t_paused) return NULL;
-  uint64_t kind = kind_hash(op, args, n_args, outs, n_out);
+  bool param;
+  uint64_t kind = kind_hash(op, args, n_args, outs, n_out, &param);
   /* Every call moves the context. A site is per device: ranks that are threads of one process
    * (a device each) run the same calls, each must decide alike whatever the threads' order, or
    * a replicated program would meet one rank's exact buffer and another's padded one. */
-  uint64_t site = (site_of(kind) * 0x100000001b3ull ^ (uint64_t)(uint32_t)device) | 1;
+  uint64_t site = (site_of(kind, param) * 0x100000001b3ull ^ (uint64_t)(uint32_t)device) | 1;
   if (!kind || n_out < 1) return NULL;
   /* Scratch of the executor lock's holder (too large for the stack of a rank thread). Every
    * field is set before it is read; only these start at zero (not the whole 4 KiB: a call's

@@ -19,6 +19,9 @@ extern "C" {
 typedef struct {
   tp_op_arg_t arg;
   tp_view_t view;
+  /* A model's parameter (the glue's judgement: a leaf that requires grad, or a view of one):
+   * its sizes say where in a model the call is (exec/bucket.c: a site). */
+  bool param;
 } tp_eager_arg_t;
 
 /* Infers output metas of op |op| (a table index) and fills scalar_dtype of SCALAR args.
