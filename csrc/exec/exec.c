@@ -204,6 +204,29 @@ static void note_compile(const tp_exec_origin_t *o, double ms, tp_trace_event_t 
     fprintf(stderr, "torch_pjrt: compile %s (%s): %s%s, %.1f ms\n", o->what, shapes, why, bucket, ms);
 }
 
+/* With TORCH_PJRT_DUMP_DIR set, each compiled program's text goes to a file there, numbered in
+ * compile order and named after what it is: <n>-<what>.mlir. Under the executor lock. */
+static void dump_program(const tp_exec_origin_t *o, const char *text) {
+  const char *dir = getenv("TORCH_PJRT_DUMP_DIR");
+  if (!dir || !*dir) return;
+  static int n;
+  char name[96], path[4096];
+  const char *what = o ? o->what : "program";
+  size_t i = 0;
+  for (; what[i] && i + 1 < sizeof(name); i++) {
+    char ch = what[i];
+    bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '_' || ch == '.' || ch == '-';
+    name[i] = plain ? ch : '_';
+  }
+  name[i] = 0;
+  snprintf(path, sizeof(path), "%s/%06d-%s%s.mlir", dir, n++, name, o && o->bucketed ? "-bucket" : "");
+  FILE *f = fopen(path, "w");
+  if (!f) return; /* a debugging aid: an unwritable folder costs the dump, not the program */
+  fputs(text, f);
+  fclose(f);
+}
+
 tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_exec_build_fn build,
                              void *ctx, const tp_exec_origin_t *origin,
                              const tp_compile_options_t *options, tp_executable_t **out_exe,
@@ -216,6 +239,7 @@ tp_status_t *tp_exec_program(const void *key, size_t key_len, uint64_t hash, tp_
   tp_trace_event_t *traced = tp_trace_begin(TP_TRACE_COMPILE, -1, origin ? origin->what : "program");
   char *text = NULL;
   tp_status_t *st = build(ctx, &text);
+  if (!st) dump_program(origin, text);
   if (!st) st = tp_executable_compile_with(g.client, text, strlen(text), options, out_exe);
   if (st && text && getenv("TORCH_PJRT_DUMP_ON_ERROR")) fprintf(stderr, "%s\n", text);
   free(text);

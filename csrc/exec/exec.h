@@ -70,7 +70,8 @@ typedef struct {
 /* The executable for program key |key| (|hash| its tp_hash_bytes): from the cache, else built by
  * |build|, compiled as |options| say (which |key| must determine: a replicated program is bound
  * to its devices) and inserted. With TORCH_PJRT_DUMP_ON_ERROR set, the text of a program that
- * fails to compile goes to stderr. *out_compiled says whether this call compiled. Returns a new
+ * fails to compile goes to stderr; with TORCH_PJRT_DUMP_DIR, each compiled program's text goes to a
+ * file there. *out_compiled says whether this call compiled. Returns a new
  * reference in *out_exe. Under the executor lock.
  * Each compile is classified by |origin|: "new shapes" when a program of the same |what| and
  * input dtypes was compiled before with other sizes (counted, tp_exec_new_shape_compiles), else

@@ -155,11 +155,172 @@ static int core_dims(const tp_view_t *v, int *order, bool *nonoverlap) {
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
+  /* Each stride passes the extent of the dims inside it: no two elements meet. */
   *nonoverlap = true;
-  for (int i = 0; i + 1 < n; i++)
-    if (v->strides[order[i]] < v->strides[order[i + 1]] * v->sizes[order[i + 1]])
-      *nonoverlap = false;
+  int64_t extent = 1;
+  for (int i = n - 1; i >= 0; i--) {
+    if (i < n - 1 && v->strides[order[i]] < extent) *nonoverlap = false;
+    extent += v->strides[order[i]] * (v->sizes[order[i]] - 1);
+  }
   return n;
+}
+
+/* A non-overlapping view as a strided window of its storage, read with slices and reshapes: its
+ * n core dims |order| (decreasing stride) z_k = size, s_k = stride. The window is the run of
+ * s_0 * z_0 elements from the view's offset (zero-padded where it runs past the storage: the last
+ * row needs less than a whole stride). Level k is L_k = [z_0 .. z_k, s_k]; its head,
+ * S_k = L_k[..., :z_{k+1} * s_{k+1}] (:1 for the last; zero-padded to that length where the
+ * stride is shorter, past any element the view reads), reshapes to L_{k+1}; S_{n-1} is the
+ * view's values in core order, [z_0 .. z_{n-1}, 1]. |levels| gets L_0 .. L_{n-1}; returns S_{n-1}. */
+typedef struct {
+  int n;
+  int order[TP_MAX_DIMS];
+  int64_t len; /* the storage array's length before padding */
+  int64_t pad; /* zeros appended so the window fits */
+} window_t;
+
+static tp_hlo_value_t window_read(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v,
+                                  window_t *w, tp_hlo_value_t *levels) {
+  int64_t one = 1;
+  const int *order = w->order;
+  int n = w->n;
+  int64_t need = v->offset + v->strides[order[0]] * v->sizes[order[0]];
+  w->len = x.dims[0];
+  w->pad = need > x.dims[0] ? need - x.dims[0] : 0;
+  if (w->pad) {
+    tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &w->pad);
+    tp_hlo_value_t parts[2] = {x, zeros};
+    x = tp_hlo_concatenate(b, parts, 2, 0);
+  }
+  int64_t lo = v->offset, hi = need;
+  x = tp_hlo_slice(b, x, &lo, &hi, &one);
+  int64_t dims[TP_MAX_DIMS + 1], start[TP_MAX_DIMS + 1] = {0}, limit[TP_MAX_DIMS + 1],
+      step[TP_MAX_DIMS + 1];
+  for (int k = 0; k < n; k++) {
+    /* x is [z_0 .. z_{k-1}, z_k * s_k]: split the last dim, keep its head. */
+    dims[k] = v->sizes[order[k]];
+    dims[k + 1] = v->strides[order[k]];
+    x = levels[k] = tp_hlo_reshape(b, x, k + 2, dims);
+    for (int i = 0; i < k + 2; i++) {
+      limit[i] = dims[i];
+      step[i] = 1;
+    }
+    int64_t lim = k + 1 < n ? v->strides[order[k + 1]] * v->sizes[order[k + 1]] : 1;
+    if (lim <= dims[k + 1]) {
+      limit[k + 1] = lim;
+      x = tp_hlo_slice(b, x, start, limit, step);
+    } else { /* the next dim's rows run past this stride (x[::2] of an odd count): padding the
+              * view never reads */
+      int64_t lo[TP_MAX_DIMS + 1] = {0}, hi[TP_MAX_DIMS + 1] = {0};
+      hi[k + 1] = lim - dims[k + 1];
+      x = tp_hlo_pad(b, x, tp_hlo_constant(b, x.dtype, 0), lo, hi);
+    }
+  }
+  return x;
+}
+
+/* The inverse of window_read: |core| (S_{n-1}'s shape) written into the levels, back out to the
+ * storage array. */
+static tp_hlo_value_t window_write(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v,
+                                   const window_t *w, const tp_hlo_value_t *levels,
+                                   tp_hlo_value_t core) {
+  int64_t zeros[TP_MAX_DIMS + 1] = {0}, one = 1;
+  /* |core| is S_k: into L_k, which is S_{k-1} reshaped. */
+  for (int k = w->n - 1; k >= 0; k--) {
+    int last = levels[k].ndim - 1;
+    if (core.dims[last] > levels[k].dims[last]) { /* drop window_read's padding */
+      int64_t limit[TP_MAX_DIMS + 1], step[TP_MAX_DIMS + 1];
+      for (int i = 0; i <= last; i++) limit[i] = levels[k].dims[i], step[i] = 1;
+      core = tp_hlo_slice(b, core, zeros, limit, step);
+    }
+    tp_hlo_value_t lk = tp_hlo_update_slice(b, levels[k], core, zeros);
+    if (k == 0) {
+      core = lk;
+      break;
+    }
+    int64_t d[TP_MAX_DIMS + 1]; /* S_{k-1}: L_k with its last two dims as one */
+    memcpy(d, levels[k].dims, sizeof(int64_t) * (size_t)k);
+    d[k] = v->sizes[w->order[k]] * v->strides[w->order[k]];
+    core = tp_hlo_reshape(b, lk, k + 1, d);
+  }
+  int64_t span = v->strides[w->order[0]] * v->sizes[w->order[0]];
+  core = tp_hlo_reshape(b, core, 1, &span);
+  if (w->pad) {
+    tp_hlo_value_t z = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &w->pad);
+    tp_hlo_value_t parts[2] = {x, z};
+    x = tp_hlo_concatenate(b, parts, 2, 0);
+  }
+  x = tp_hlo_update_slice(b, x, core, &v->offset);
+  if (w->pad) {
+    int64_t lo = 0;
+    x = tp_hlo_slice(b, x, &lo, &w->len, &one);
+  }
+  return x;
+}
+
+/* The permutation from the view's order of its core dims to |order| (decreasing stride), and
+ * back. */
+static void core_perm(const tp_view_t *v, const int *order, int n, int64_t *to_view,
+                      int64_t *to_core) {
+  int m = 0;
+  for (int d = 0; d < v->ndim; d++)
+    for (int k = 0; k < n; k++)
+      if (order[k] == d) to_view[m++] = k;
+  for (int i = 0; i < n; i++) to_core[to_view[i]] = i;
+}
+
+#define UNROLL_MAX 64 /* slices an overlapping view may be read as */
+
+/* |v| (no broadcast dims) read out of |x| with slices only: a non-overlapping view as its
+ * window; an overlapping one (unfold's windows, as_strided's overlaps) as the concatenation of
+ * its slices along the dim whose removal leaves the rest non-overlapping (or, recursively, along
+ * several), at most |budget| slices in all. False (nothing built) when that fails. */
+static bool read_sliced(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v, int64_t budget,
+                        tp_hlo_value_t *out) {
+  window_t w;
+  bool nonoverlap;
+  w.n = core_dims(v, w.order, &nonoverlap);
+  if (w.n == 0) {
+    int64_t lo = v->offset, hi = v->offset + 1, one = 1;
+    *out = tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, v->sizes);
+    return true;
+  }
+  if (nonoverlap) {
+    tp_hlo_value_t levels[TP_MAX_DIMS];
+    tp_hlo_value_t s = window_read(b, x, v, &w, levels);
+    int64_t cs[TP_MAX_DIMS], to_view[TP_MAX_DIMS], to_core[TP_MAX_DIMS];
+    for (int k = 0; k < w.n; k++) cs[k] = v->sizes[w.order[k]];
+    core_perm(v, w.order, w.n, to_view, to_core);
+    *out = tp_hlo_reshape(b, tp_hlo_transpose(b, tp_hlo_reshape(b, s, w.n, cs), to_view),
+                          v->ndim, v->sizes);
+    return true;
+  }
+  /* Unroll the smallest dim whose removal leaves a non-overlapping view, else the smallest. */
+  int pick = -1;
+  bool pick_clean = false;
+  for (int k = 0; k < w.n; k++) {
+    int d = w.order[k];
+    if (v->sizes[d] > budget) continue;
+    tp_view_t sub = *v;
+    sub.sizes[d] = 1;
+    int o2[TP_MAX_DIMS];
+    bool clean;
+    core_dims(&sub, o2, &clean);
+    if (pick < 0 || (clean && !pick_clean) ||
+        (clean == pick_clean && v->sizes[d] < v->sizes[pick]))
+      pick = d, pick_clean = clean;
+  }
+  if (pick < 0) return false;
+  int64_t k = v->sizes[pick];
+  tp_hlo_value_t parts[UNROLL_MAX];
+  tp_view_t sub = *v;
+  sub.sizes[pick] = 1;
+  for (int64_t i = 0; i < k; i++) {
+    sub.offset = v->offset + i * v->strides[pick];
+    if (!read_sliced(b, x, &sub, budget / k, &parts[i])) return false;
+  }
+  *out = tp_hlo_concatenate(b, parts, (int)k, pick);
+  return true;
 }
 
 tp_hlo_value_t tp_program_read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v) {
@@ -173,60 +334,12 @@ tp_hlo_value_t tp_program_read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const
     int64_t lo = v->offset, hi = v->offset + numel;
     return tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, v->sizes);
   }
-  int order[TP_MAX_DIMS];
-  bool nonoverlap;
-  int n = core_dims(v, order, &nonoverlap);
   /* The view with broadcast (stride 0) dims kept at size 1; broadcast at the end. */
-  int64_t kept[TP_MAX_DIMS];
-  for (int d = 0; d < v->ndim; d++) kept[d] = v->strides[d] == 0 ? 1 : v->sizes[d];
+  tp_view_t kv = *v;
+  for (int d = 0; d < v->ndim; d++) kv.sizes[d] = v->strides[d] == 0 ? 1 : v->sizes[d];
   tp_hlo_value_t core;
-  if (nonoverlap && n > 0) {
-    /* A strided window: reshape to [size0, stride0], keep the first stride1*size1 of each row,
-     * reshape to [size0, size1, stride1], and so on; pad the tail if the window runs past. */
-    int64_t s0 = v->strides[order[0]], z0 = v->sizes[order[0]];
-    int64_t need = v->offset + s0 * z0;
-    if (need > x.dims[0]) {
-      int64_t pad = need - x.dims[0];
-      tp_hlo_value_t zeros = tp_hlo_broadcast_to(b, tp_hlo_constant(b, x.dtype, 0), 1, &pad);
-      tp_hlo_value_t parts[2] = {x, zeros};
-      x = tp_hlo_concatenate(b, parts, 2, 0);
-    }
-    int64_t lo = v->offset, hi = need;
-    x = tp_hlo_slice(b, x, &lo, &hi, &one);
-    int64_t dims[TP_MAX_DIMS + 1], start[TP_MAX_DIMS + 1] = {0}, limit[TP_MAX_DIMS + 1],
-        step[TP_MAX_DIMS + 1];
-    for (int k = 0; k < n; k++) {
-      /* x is [size_0 .. size_{k-1}, size_k * stride_k]: split the last dim, keep its head. */
-      dims[k] = v->sizes[order[k]];
-      dims[k + 1] = v->strides[order[k]];
-      x = tp_hlo_reshape(b, x, k + 2, dims);
-      for (int i = 0; i < k + 2; i++) {
-        limit[i] = dims[i];
-        step[i] = 1;
-      }
-      limit[k + 1] = k + 1 < n ? v->strides[order[k + 1]] * v->sizes[order[k + 1]] : 1;
-      x = tp_hlo_slice(b, x, start, limit, step);
-    }
-    /* Now [size_0, ..., size_{n-1}, 1]. */
-    int64_t cs[TP_MAX_DIMS];
-    for (int k = 0; k < n; k++) cs[k] = v->sizes[order[k]];
-    x = tp_hlo_reshape(b, x, n, cs);
-    /* Put core dims back in view order. */
-    int64_t perm[TP_MAX_DIMS];
-    int m = 0;
-    for (int d = 0; d < v->ndim; d++)
-      for (int k = 0; k < n; k++)
-        if (order[k] == d) perm[m++] = k;
-    core = tp_hlo_transpose(b, x, perm);
-    core = tp_hlo_reshape(b, core, v->ndim, kept);
-  } else if (n == 0) {
-    int64_t lo = v->offset, hi = v->offset + 1;
-    core = tp_hlo_reshape(b, tp_hlo_slice(b, x, &lo, &hi, &one), v->ndim, kept);
-  } else {
-    tp_view_t kv = *v;
-    for (int d = 0; d < v->ndim; d++) kv.sizes[d] = kept[d];
+  if (!read_sliced(b, x, &kv, UNROLL_MAX, &core)) /* irregular: an index per element */
     core = tp_hlo_gather_1d(b, x, view_indices(b, &kv, index_type(x.dims[0])));
-  }
   return tp_hlo_broadcast_in_dim(b, core, v->ndim, v->sizes,
                                  (int64_t[]){0, 1, 2, 3, 4, 5, 6, 7});
 }
@@ -238,6 +351,23 @@ tp_hlo_value_t tp_program_write_view(tp_hlo_builder_t *b, tp_hlo_value_t x, cons
   if (tp_view_contiguous(v)) {
     tp_hlo_value_t flat = tp_hlo_reshape(b, value, 1, &numel);
     return tp_hlo_update_slice(b, x, flat, &v->offset);
+  }
+  window_t w;
+  bool nonoverlap;
+  w.n = core_dims(v, w.order, &nonoverlap);
+  bool broadcast = false;
+  for (int d = 0; d < v->ndim; d++) broadcast = broadcast || (v->strides[d] == 0 && v->sizes[d] > 1);
+  if (nonoverlap && !broadcast && w.n > 0) {
+    /* The value into the window, in core order. */
+    tp_hlo_value_t levels[TP_MAX_DIMS];
+    (void)window_read(b, x, v, &w, levels);
+    int64_t cs[TP_MAX_DIMS + 1], to_view[TP_MAX_DIMS], to_core[TP_MAX_DIMS], pv[TP_MAX_DIMS];
+    for (int k = 0; k < w.n; k++) cs[k] = v->sizes[w.order[k]];
+    core_perm(v, w.order, w.n, to_view, to_core);
+    for (int k = 0; k < w.n; k++) pv[k] = v->sizes[w.order[to_view[k]]];
+    tp_hlo_value_t core = tp_hlo_transpose(b, tp_hlo_reshape(b, value, w.n, pv), to_core);
+    cs[w.n] = 1;
+    return window_write(b, x, v, &w, levels, tp_hlo_reshape(b, core, w.n + 1, cs));
   }
   tp_hlo_value_t idx = view_indices(b, v, index_type(x.dims[0]));
   return tp_hlo_scatter_1d(b, x, idx, value);
