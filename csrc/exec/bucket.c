@@ -111,6 +111,8 @@ void tp_bucket_reset_stats(void) { g_calls = g_compiles = 0; }
 /* g_sites, and every site in it, is read and written under the executor lock (tp_bucket_run's
  * callers hold it); the context (g_recent, g_run) is per thread. */
 #define SITES 4096
+#define PROBES 32 /* slots a site may lie from its hash's: past them the table counts as full (a
+                     full table probed to its end cost every call microseconds) */
 #define SEEN 4
 typedef struct {
   uint64_t hash; /* 0: empty */
@@ -177,6 +179,7 @@ static uint64_t kind_hash(int op, const tp_eager_arg_t *args, int n_args, const 
  * that, so calls far from any parameter (a script's first calls, and the same calls in its next
  * pass, after the last pass's parameters) meet the same sites in every pass. */
 #define STAGE_SPAN 16
+#define RUN_CAP 256
 static _Thread_local uint64_t g_recent[CONTEXT];
 static _Thread_local uint64_t g_run;
 static _Thread_local uint64_t g_stage;
@@ -185,7 +188,9 @@ static _Thread_local int64_t g_since;
 /* The site of a call of kind |kind| (|param|: it reads a parameter); then |kind| becomes the
  * newest of the context. */
 static uint64_t site_of(uint64_t kind, bool param) {
-  g_run = kind == g_recent[0] ? g_run + 1 : 0;
+  /* Places in a run past RUN_CAP share a site: a loop around one op would make each call a new
+   * site, filling the table. */
+  g_run = kind == g_recent[0] ? (g_run < RUN_CAP ? g_run + 1 : RUN_CAP) : 0;
   if (param) g_stage = kind, g_since = 0;
   else if (++g_since > STAGE_SPAN) g_stage = 0;
   /* Multiplied before each mix: a call after one of its own kind must not cancel out (k ^ k). */
@@ -232,7 +237,7 @@ static bool observe(uint64_t h, const tp_eager_arg_t *args, int n_args, const tp
     if (args[i].arg.kind == TP_ARG_TENSOR) n += args[i].view.ndim, nt++;
   for (int k = 0; k < n_out; k++) n += outs[k].ndim;
   site_t *kd = NULL;
-  for (size_t i = 0; i < SITES; i++) {
+  for (size_t i = 0; i < PROBES; i++) {
     site_t *s = &g_sites[(h + i) % SITES];
     if (s->hash == h) {
       kd = s;
