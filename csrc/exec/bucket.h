@@ -1,8 +1,9 @@
 /* Shape buckets in eager mode: one program serves every shape of a bucket, so a sequence length
  * that grows by one token does not compile every op again.
  *
- * Which dims: a call's site (its kind: op, argument dtypes and ranks, non-tensor arguments; in
- * the context of the calls before it) remembers the sizes it first ran with; a dim whose size
+ * Which dims: a call's site (its kind: op, argument dtypes and ranks, non-tensor arguments, and
+ * the sizes of a model's parameters among its arguments; in the context of the calls before it
+ * and of the last call that read a parameter) remembers the sizes it first ran with; a dim whose size
  * later differs is padded from then on (as Dynamo's automatic dynamic shapes do). A workload
  * whose shapes never change compiles exact programs only, and one whose calls repeat (a
  * fixed-shape loop whose sites collide) runs exact programs only after its first pass (bucket.c:
