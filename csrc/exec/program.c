@@ -274,7 +274,8 @@ static void core_perm(const tp_view_t *v, const int *order, int n, int64_t *to_v
 /* |v| (no broadcast dims) read out of |x| with slices only: a non-overlapping view as its
  * window; an overlapping one (unfold's windows, as_strided's overlaps) as the concatenation of
  * its slices along the dim whose removal leaves the rest non-overlapping (or, recursively, along
- * several), at most |budget| slices in all. False (nothing built) when that fails. */
+ * several), at most |budget| slices in all. False when that fails (whatever it emitted is left
+ * unused, and XLA drops it). */
 static bool read_sliced(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v, int64_t budget,
                         tp_hlo_value_t *out) {
   window_t w;
