@@ -83,3 +83,33 @@ def test_depthwise_conv_training_step_is_native():
         tpu_net(x.to(DEVICE)).square().mean().backward()
     for p, q in zip(tpu_net.parameters(), net.parameters()):
         assert_same(p.grad, q.grad, atol=1e-5, rtol=1e-4)
+
+
+# Convolutions lowered as a matmul of the weight and the input's patches (1x1 kernels, strided or
+# grouped ones, deep layers whose weight outweighs their patches) and those left to XLA's
+# convolution, each spatial rank, a batch of 1 and of 3, in float32 and bfloat16.
+_MATMUL_CASES = [
+    (2, (1, 1), {}, 1), (2, (1, 1), {"stride": 2}, 1), (2, (1, 1), {"padding": 1}, 1),
+    (2, (3, 3), {"stride": 2, "padding": 1}, 1), (2, (3, 3), {"padding": 1}, 1),
+    (2, (3, 2), {"dilation": 2, "stride": (2, 1)}, 2), (2, (7, 7), {"stride": 2, "padding": 3}, 1),
+    (1, (1,), {}, 1), (1, (3,), {"stride": 2, "padding": 1}, 4), (3, (1, 1, 1), {}, 1),
+    (3, (2, 3, 3), {"stride": (1, 2, 2), "padding": 1}, 2),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("big_weight", [False, True], ids=["image", "deep"])
+@pytest.mark.parametrize("nd,kernel,kw,groups", _MATMUL_CASES)
+def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, big_weight, batch, dtype):
+    c, o, size = (64, 96, 7 if nd < 3 else 5) if big_weight else (8, 12, 9 if nd < 3 else 5)
+    x = make((batch, c) + (size,) * nd, dtype)
+    w = make((o, c // groups) + kernel, dtype, seed=1)
+    bias = make((o,), dtype, seed=2)
+    fn = [F.conv1d, F.conv2d, F.conv3d][nd - 1]
+    expected = fn(x.float(), w.float(), bias.float(), groups=groups, **kw)
+    with torch_pjrt.strict():
+        actual = fn(x.to(DEVICE), w.to(DEVICE), bias.to(DEVICE), groups=groups, **kw)
+    tol = dict(atol=1e-3, rtol=1e-3) if dtype == F32 else dict(atol=0.1, rtol=2e-2)  # sums of 3136
+    assert actual.dtype == dtype and actual.shape == expected.shape
+    assert_same(actual.float(), expected, **tol)
