@@ -48,6 +48,9 @@ void tp_key_put_arg(tp_key_t *k, const tp_op_arg_t *a, bool scalar_value) {
     case TP_ARG_INT: tp_key_put_i64(k, a->i); break;
     case TP_ARG_FLOAT: tp_key_put(k, &a->f, sizeof(double)); break;
     case TP_ARG_STR: tp_key_put(k, a->s, sizeof(a->s)); break;
+    case TP_ARG_TENSOR: /* what an emitter may choose its form by, beyond the sizes */
+      tp_key_put_i64(k, a->contiguous | a->channels_last << 1);
+      break;
     case TP_ARG_INTS:
       tp_key_put_i64(k, a->n);
       tp_key_put(k, a->ints, sizeof(int64_t) * (size_t)a->n);

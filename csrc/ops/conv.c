@@ -149,35 +149,36 @@ static bool emit_depthwise(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_
   return true;
 }
 
-/* The patches of |x| [N, C, spatial...] for a kernel of |k| (ns dims): for each tap (row-major),
- * the zero-padded input's strided window at the output's sizes |out_sizes|, as [N, C, taps, L]
- * (L: the output's spatial elements). im2col's rows, and the convolution-as-matmul's operand. */
-static tp_hlo_value_t patches(tp_hlo_builder_t *b, tp_hlo_value_t x, int ns, const int64_t *k,
-                              const int64_t *stride, const int64_t *pad, const int64_t *dil,
-                              const int64_t *out_sizes) {
+/* The patches of |x| for a kernel of |k| (ns dims): for each tap (row-major), the zero-padded
+ * input's strided window at the output's spatial sizes |out_sp|. |x| is [N, C, spatial...]
+ * (patches [N, C, taps, L], L the output's spatial elements: im2col's rows) or, |cl|,
+ * channels-last [N, spatial..., C] (patches [N, L, taps, C]). */
+static tp_hlo_value_t patches(tp_hlo_builder_t *b, tp_hlo_value_t x, bool cl, int ns,
+                              const int64_t *k, const int64_t *stride, const int64_t *pad,
+                              const int64_t *dil, const int64_t *out_sp) {
+  const int sp = cl ? 1 : 2, cd = cl ? ns + 1 : 1; /* the first spatial dim; the channel dim */
   int64_t lo[TP_MAX_DIMS] = {0}, hi[TP_MAX_DIMS] = {0}, taps = 1, L = 1;
   bool padded = false;
   for (int i = 0; i < ns; i++) {
-    lo[2 + i] = hi[2 + i] = pad[i];
+    lo[sp + i] = hi[sp + i] = pad[i];
     padded = padded || pad[i];
     taps *= k[i];
-    L *= out_sizes[2 + i];
+    L *= out_sp[i];
   }
   if (padded) x = tp_hlo_pad(b, x, tp_hlo_constant(b, x.dtype, 0), lo, hi);
   /* Concatenated 16 at a time (the first of each batch the batches before): a small stack. */
   tp_hlo_value_t parts[17];
   int np = 0;
-  int64_t sh[4] = {x.dims[0], x.dims[1], 1, L};
+  int64_t sh[4] = {x.dims[0], cl ? L : x.dims[1], 1, cl ? x.dims[cd] : L};
   for (int64_t t = 0; t < taps; t++) {
-    int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS] = {1, 1};
-    limit[0] = x.dims[0];
-    limit[1] = x.dims[1];
+    int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS];
+    for (int d = 0; d < x.ndim; d++) limit[d] = x.dims[d], step[d] = 1;
     for (int64_t i = ns - 1, rest = t; i >= 0; i--) { /* the tap's place, row-major */
       int64_t at = rest % k[i];
       rest /= k[i];
-      start[2 + i] = at * dil[i];
-      limit[2 + i] = start[2 + i] + (out_sizes[2 + i] - 1) * stride[i] + 1;
-      step[2 + i] = stride[i];
+      start[sp + i] = at * dil[i];
+      limit[sp + i] = start[sp + i] + (out_sp[i] - 1) * stride[i] + 1;
+      step[sp + i] = stride[i];
     }
     parts[np++] = tp_hlo_reshape(b, tp_hlo_slice(b, x, start, limit, step), 4, sh);
     if (np == 17 || t == taps - 1) {
@@ -188,16 +189,17 @@ static tp_hlo_value_t patches(tp_hlo_builder_t *b, tp_hlo_value_t x, int ns, con
   return parts[0];
 }
 
-/* A convolution as a matmul of the weight [G, O/G, C/G * taps] and the input's patches
- * [N, G, C/G * taps, L], which XLA's CPU backend runs at its dot's speed: it ran NCHW
- * convolutions through a transpose of the weight that cost more than the convolution (a 3x3
- * 512-channel layer at 7x7: 7.3 ms against 2.2 for the matmul's form and 2.9 for PyTorch's), grouped
- * ones 1.3-2.5x slower still. Taken for every 1x1 convolution (no patches to build: the input is
- * the operand), a strided or grouped one, and one whose weight outweighs its patches (the deep
- * layers); a stride-1 convolution over a large image (patches taps times the input's size)
- * stays XLA's. False: not taken. */
+/* A convolution as a matmul of the weight and the input's patches, which XLA's CPU backend runs
+ * at its dot's speed: it ran NCHW convolutions through a transpose of the weight that cost more
+ * than the convolution (a 3x3 512-channel layer at 7x7: 7.3 ms against 2.2 for the matmul's form
+ * and 2.9 for PyTorch's), grouped ones 1.3-2.5x slower still. Taken for every 1x1 convolution
+ * (no patches to build: the input is the operand), a strided or grouped one, and one whose
+ * weight outweighs its patches (the deep layers); a stride-1 convolution over a large image
+ * (patches taps times the input's size) stays XLA's. A channels-last input (|cl|: the program
+ * read it through a transpose, and its output is written back so) is convolved in its own
+ * order, which leaves XLA no transpose to make. False: not taken. */
 static bool emit_as_matmul(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_value_t x,
-                           tp_hlo_value_t w, tp_dtype_t md, const int64_t *out_sizes,
+                           tp_hlo_value_t w, bool cl, tp_dtype_t md, const int64_t *out_sizes,
                            tp_hlo_value_t *out) {
   if (c->transposed || !tp_dtype_is_float(md)) return false;
   int64_t n = x.dims[0], ch = x.dims[1], o = w.dims[0], g = c->groups, taps = 1, L = 1;
@@ -211,11 +213,31 @@ static bool emit_as_matmul(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_
   if (n == 0 || L == 0 || o == 0 || ch == 0) return false;
   if (taps > 1 && !(strided || g > 1 || wn >= pn)) return false;
   if (pn > ((int64_t)1 << 26)) return false; /* patches past 256 MB of f32 */
-  int64_t cgt = ch / g * taps, og = o / g;
-  tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), ns, &w.dims[2], c->stride, c->pad,
-                             c->dil, out_sizes); /* [N, C, taps, L] */
+  x = tp_hlo_convert(b, x, md);
+  w = tp_hlo_convert(b, w, md);
+  int64_t cgt = ch / g * taps, og = o / g, perm[TP_MAX_DIMS];
+  if (cl && g == 1) {
+    /* [N, spatial..., C] and the weight [O, kernel..., C]: patches [N L, taps C] times its
+     * transpose give [N L, O], the output in its channels-last order. */
+    for (int d = 0; d < ns + 2; d++) perm[d] = d == 0 ? 0 : d <= ns ? d + 1 : 1;
+    tp_hlo_value_t p = patches(b, tp_hlo_transpose(b, x, perm), true, ns, &w.dims[2], c->stride,
+                               c->pad, c->dil, &out_sizes[2]);
+    p = tp_hlo_reshape(b, p, 2, (int64_t[]){n * L, cgt});
+    tp_hlo_value_t wm = taps == 1 ? w : tp_hlo_transpose(b, w, perm);
+    wm = tp_hlo_reshape(b, wm, 2, (int64_t[]){o, cgt});
+    tp_hlo_value_t r = tp_hlo_dot_general(b, p, wm, 0, NULL, NULL, 1, (int64_t[]){1},
+                                          (int64_t[]){1}, md);
+    int64_t sh[TP_MAX_DIMS] = {n};
+    for (int i = 0; i < ns; i++) sh[1 + i] = out_sizes[2 + i];
+    sh[ns + 1] = o;
+    for (int d = 0; d < ns + 2; d++) perm[d] = d == 0 ? 0 : d == 1 ? ns + 1 : d - 1;
+    *out = tp_hlo_transpose(b, tp_hlo_reshape(b, r, ns + 2, sh), perm);
+    return true;
+  }
+  tp_hlo_value_t p = patches(b, x, false, ns, &w.dims[2], c->stride, c->pad, c->dil,
+                             &out_sizes[2]); /* [N, C, taps, L] */
   p = tp_hlo_reshape(b, p, 4, (int64_t[]){n, g, cgt, L});
-  tp_hlo_value_t wm = tp_hlo_reshape(b, tp_hlo_convert(b, w, md), 3, (int64_t[]){g, og, cgt});
+  tp_hlo_value_t wm = tp_hlo_reshape(b, w, 3, (int64_t[]){g, og, cgt});
   /* [G, O/G, N, L]: the batch (groups), the weight's rows, the patches' batch and columns */
   tp_hlo_value_t r = tp_hlo_dot_general(b, wm, p, 1, (int64_t[]){0}, (int64_t[]){1}, 1,
                                         (int64_t[]){2}, (int64_t[]){2}, md);
@@ -235,7 +257,7 @@ void tp_emit_conv(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_op_arg_t 
   char buf[96];
   tp_hlo_value_t r;
   if (emit_depthwise(b, &c, ns, x, w, md, out_meta->sizes, &r) ||
-      emit_as_matmul(b, &c, ns, x, w, md, out_meta->sizes, &r)) {
+      emit_as_matmul(b, &c, ns, x, w, args[0].channels_last, md, out_meta->sizes, &r)) {
     /* r: the sum of the taps, or the matmul's product */
   } else if (!c.transposed) {
     r = tp_hlo_convolution(b, x, w, spec(ns, "b, f", "o, i", "b, f", buf, sizeof(buf)), ns, c.stride,
@@ -357,8 +379,8 @@ static void emit_im2col(tp_hlo_builder_t *b, bool col, const tp_op_arg_t *args, 
   int64_t c = col ? x.dims[batched ? 1 : 0] / kk : x.dims[batched ? 1 : 0];
   int64_t hp = full[0] + 2 * pd[0], wp = full[1] + 2 * pd[1];
   if (!col) {
-    int64_t s4[4] = {nb, c, full[0], full[1]}, os[4] = {nb, c, o[0], o[1]};
-    tp_hlo_value_t r = patches(b, tp_hlo_reshape(b, x, 4, s4), 2, k, st, pd, dl, os);
+    int64_t s4[4] = {nb, c, full[0], full[1]};
+    tp_hlo_value_t r = patches(b, tp_hlo_reshape(b, x, 4, s4), false, 2, k, st, pd, dl, o);
     out[0] = tp_hlo_reshape(b, r, om->ndim, om->sizes); /* [nb, c, kk, L] */
     return;
   }

@@ -52,6 +52,8 @@ typedef struct {
   tp_dtype_t scalar_dtype; /* SCALAR: the type its program input takes; set by infer */
   bool contiguous;     /* TENSOR: PyTorch's is_contiguous() of the argument (some CPU kernels
                           choose their algorithm, and so their results, by it) */
+  bool channels_last;  /* TENSOR (eager): a 4-d or 5-d argument in the channels-last memory
+                          format (and not contiguous): an emitter may compute in that order */
 } tp_op_arg_t;
 
 #define TP_MAX_ARGS 16

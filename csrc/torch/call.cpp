@@ -31,6 +31,9 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
       a->arg.meta.ndim = a->view.ndim;
       std::memcpy(a->arg.meta.sizes, a->view.sizes, sizeof(int64_t) * a->view.ndim);
       a->arg.contiguous = t.is_contiguous();
+      a->arg.channels_last = !a->arg.contiguous &&
+                             ((t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
+                              (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)));
       a->param = t.requires_grad() && (t.is_leaf() || (t.is_view() && t._base().is_leaf()));
     } else if (meta_ok && t.is_meta()) {
       a->arg.kind = TP_ARG_TENSOR;

@@ -87,7 +87,8 @@ def test_depthwise_conv_training_step_is_native():
 
 # Convolutions lowered as a matmul of the weight and the input's patches (1x1 kernels, strided or
 # grouped ones, deep layers whose weight outweighs their patches) and those left to XLA's
-# convolution, each spatial rank, a batch of 1 and of 3, in float32 and bfloat16.
+# convolution, each spatial rank, a batch of 1 and of 3, in float32 and bfloat16; 2-d and 3-d ones
+# also on a channels-last input (convolved in that order: the output is channels-last too).
 _MATMUL_CASES = [
     (2, (1, 1), {}, 1), (2, (1, 1), {"stride": 2}, 1), (2, (1, 1), {"padding": 1}, 1),
     (2, (3, 3), {"stride": 2, "padding": 1}, 1), (2, (3, 3), {"padding": 1}, 1),
@@ -100,10 +101,15 @@ _MATMUL_CASES = [
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("big_weight", [False, True], ids=["image", "deep"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
 @pytest.mark.parametrize("nd,kernel,kw,groups", _MATMUL_CASES)
-def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, big_weight, batch, dtype):
+def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, channels_last, big_weight, batch, dtype):
+    if channels_last and nd == 1:
+        pytest.skip("no channels-last format for 3-d tensors")
     c, o, size = (64, 96, 7 if nd < 3 else 5) if big_weight else (8, 12, 9 if nd < 3 else 5)
     x = make((batch, c) + (size,) * nd, dtype)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
     w = make((o, c // groups) + kernel, dtype, seed=1)
     bias = make((o,), dtype, seed=2)
     fn = [F.conv1d, F.conv2d, F.conv3d][nd - 1]
@@ -112,4 +118,6 @@ def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, big_weight, b
         actual = fn(x.to(DEVICE), w.to(DEVICE), bias.to(DEVICE), groups=groups, **kw)
     tol = dict(atol=1e-3, rtol=1e-3) if dtype == F32 else dict(atol=0.1, rtol=2e-2)  # sums of 3136
     assert actual.dtype == dtype and actual.shape == expected.shape
+    if nd == 2:  # (CPU's 3-d kernels take a channels-last input's format by their own rules)
+        assert actual.stride() == fn(x, w, bias, groups=groups, **kw).stride()
     assert_same(actual.float(), expected, **tol)
