@@ -198,21 +198,28 @@ static tp_hlo_value_t patches(tp_hlo_builder_t *b, tp_hlo_value_t x, bool cl, in
  * (patches taps times the input's size) stays XLA's. A channels-last input (|cl|: the program
  * read it through a transpose, and its output is written back so) is convolved in its own
  * order, which leaves XLA no transpose to make. False: not taken. */
-static bool emit_as_matmul(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_value_t x,
-                           tp_hlo_value_t w, bool cl, tp_dtype_t md, const int64_t *out_sizes,
-                           tp_hlo_value_t *out) {
+static bool matmul_form(const conv_t *c, int ns, const int64_t *x, const int64_t *w,
+                        const int64_t *out_sizes, tp_dtype_t md) {
   if (c->transposed || !tp_dtype_is_float(md)) return false;
-  int64_t n = x.dims[0], ch = x.dims[1], o = w.dims[0], g = c->groups, taps = 1, L = 1;
+  int64_t n = x[0], ch = x[1], o = w[0], taps = 1, L = 1;
   bool strided = false;
   for (int i = 0; i < ns; i++) {
-    taps *= w.dims[2 + i];
+    taps *= w[2 + i];
     L *= out_sizes[2 + i];
     strided = strided || c->stride[i] > 1;
   }
-  int64_t wn = o * (ch / g) * taps, pn = n * ch * taps * L;
+  int64_t wn = o * (ch / c->groups) * taps, pn = n * ch * taps * L;
   if (n == 0 || L == 0 || o == 0 || ch == 0) return false;
-  if (taps > 1 && !(strided || g > 1 || wn >= pn)) return false;
-  if (pn > ((int64_t)1 << 26)) return false; /* patches past 256 MB of f32 */
+  if (taps > 1 && !(strided || c->groups > 1 || wn >= pn)) return false;
+  return pn <= ((int64_t)1 << 26); /* patches past 256 MB of f32: XLA's */
+}
+
+static bool emit_as_matmul(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_value_t x,
+                           tp_hlo_value_t w, bool cl, tp_dtype_t md, const int64_t *out_sizes,
+                           tp_hlo_value_t *out) {
+  if (!matmul_form(c, ns, x.dims, w.dims, out_sizes, md)) return false;
+  int64_t n = x.dims[0], ch = x.dims[1], o = w.dims[0], g = c->groups, taps = 1, L = 1;
+  for (int i = 0; i < ns; i++) taps *= w.dims[2 + i], L *= out_sizes[2 + i];
   x = tp_hlo_convert(b, x, md);
   w = tp_hlo_convert(b, w, md);
   int64_t cgt = ch / g * taps, og = o / g, perm[TP_MAX_DIMS];
@@ -320,7 +327,36 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   char buf[96];
   int64_t one[3] = {1, 1, 1}, lo[3], hi[3];
   tp_hlo_value_t gi, gw;
-  if (!c.transposed) {
+  /* Where the forward is a matmul of the weight and the patches (emit_as_matmul), so are the
+   * gradients: the weight's, grad [G, O/G, N L] times the patches, contracted over N and L; the
+   * input's of a 1x1 convolution with no stride or padding, the weight's transpose times grad. */
+  int64_t taps = 1, L = 1, n = x.dims[0], ch = x.dims[1], o = w.dims[0], G = c.groups;
+  bool pointwise = true;
+  for (int i = 0; i < ns; i++) {
+    taps *= w.dims[2 + i];
+    L *= g.dims[2 + i];
+    pointwise = pointwise && c.stride[i] == 1 && c.pad[i] == 0;
+  }
+  const bool mm = matmul_form(&c, ns, x.dims, w.dims, g.dims, md);
+  const int64_t cg = ch / G, og = o / G;
+  tp_hlo_value_t gm = mm ? tp_hlo_reshape(b, tp_hlo_convert(b, g, md), 4, (int64_t[]){n, G, og, L})
+                         : g;
+  if (mm && pointwise && taps == 1) {
+    tp_hlo_value_t wm = tp_hlo_reshape(b, tp_hlo_convert(b, w, md), 3, (int64_t[]){G, og, cg});
+    if (n == 1 && L * (og + cg) < og * cg) {
+      /* A deep layer's: its weight is read transposed, which XLA's CPU backend makes a slow
+       * copy of (as linalg.c's emit_matmul_rhs says); grad and the result move instead. */
+      gi = tp_hlo_dot_general(b, tp_hlo_reshape(b, gm, 3, (int64_t[]){G, og, L}), wm, 1,
+                              (int64_t[]){0}, (int64_t[]){0}, 1, (int64_t[]){1}, (int64_t[]){1},
+                              md); /* [G, L, C/G] */
+      gi = tp_hlo_transpose(b, tp_hlo_optimization_barrier(b, gi), (int64_t[]){0, 2, 1});
+    } else {
+      gi = tp_hlo_dot_general(b, wm, gm, 1, (int64_t[]){0}, (int64_t[]){1}, 1, (int64_t[]){1},
+                              (int64_t[]){2}, md); /* [G, C/G, N, L] */
+      if (n > 1) gi = tp_hlo_transpose(b, gi, (int64_t[]){2, 0, 1, 3});
+    }
+    gi = tp_hlo_reshape(b, gi, x.ndim, x.dims);
+  } else if (!c.transposed) {
     /* grad_input: a transposed convolution of grad with the weight, its channels exchanged
      * within each group. */
     for (int i = 0; i < ns; i++) {
@@ -340,19 +376,28 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   /* grad_weight: the strided operand (input; grad for a transposed convolution) and the other
    * convolved with batch and feature roles exchanged; groups split the batch (batch_group_count). */
   tp_hlo_value_t a = c.transposed ? g : x, e = c.transposed ? x : g;
-  for (int i = 0; i < ns; i++) {
-    int64_t s = a.dims[2 + i], k = w.dims[2 + i], so = e.dims[2 + i];
-    lo[i] = c.pad[i];
-    hi[i] = (k - 1) * c.dil[i] + c.stride[i] * (so - 1) + 1 - s - lo[i];
+  if (mm) {
+    tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), false, ns, &w.dims[2], c.stride,
+                               c.pad, c.dil, &g.dims[2]); /* [N, C, taps, L] */
+    p = tp_hlo_reshape(b, p, 4, (int64_t[]){n, G, cg * taps, L});
+    gw = tp_hlo_dot_general(b, gm, p, 1, (int64_t[]){1}, (int64_t[]){1}, 2, (int64_t[]){0, 3},
+                            (int64_t[]){0, 3}, md); /* [G, O/G, C/G taps] */
+    gw = tp_hlo_reshape(b, gw, w.ndim, w.dims);
+  } else {
+    for (int i = 0; i < ns; i++) {
+      int64_t s = a.dims[2 + i], k = w.dims[2 + i], so = e.dims[2 + i];
+      lo[i] = c.pad[i];
+      hi[i] = (k - 1) * c.dil[i] + c.stride[i] * (so - 1) + 1 - s - lo[i];
+    }
+    gw = tp_hlo_convolution(b, a, e, spec(ns, "f, b", "i, o", "f, b", buf, sizeof(buf)), ns,
+                            c.dil, lo, hi, one, c.stride, 1, c.groups, md, out_meta[1].sizes);
   }
-  gw = tp_hlo_convolution(b, a, e, spec(ns, "f, b", "i, o", "f, b", buf, sizeof(buf)), ns, c.dil,
-                          lo, hi, one, c.stride, 1, c.groups, md, out_meta[1].sizes);
   out[1] = tp_hlo_convert(b, gw, out_meta[1].dtype);
   int64_t dims[TP_MAX_DIMS];
-  int n = 0;
+  int nd = 0;
   for (int i = 0; i < g.ndim; i++)
-    if (i != 1) dims[n++] = i;
-  tp_hlo_value_t gb = tp_hlo_reduce(b, tp_hlo_convert(b, g, md), tp_hlo_constant(b, md, 0), TP_HLO_ADD, n, dims);
+    if (i != 1) dims[nd++] = i;
+  tp_hlo_value_t gb = tp_hlo_reduce(b, tp_hlo_convert(b, g, md), tp_hlo_constant(b, md, 0), TP_HLO_ADD, nd, dims);
   out[2] = tp_hlo_convert(b, gb, out_meta[2].dtype);
 }
 

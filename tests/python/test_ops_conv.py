@@ -117,6 +117,17 @@ def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, channels_last
     with torch_pjrt.strict():
         actual = fn(x.to(DEVICE), w.to(DEVICE), bias.to(DEVICE), groups=groups, **kw)
     tol = dict(atol=1e-3, rtol=1e-3) if dtype == F32 else dict(atol=0.1, rtol=2e-2)  # sums of 3136
+    if dtype == F32:  # the gradients (the weight's a matmul with the patches, a 1x1's input's too)
+        gy = make(tuple(expected.shape), F32, seed=3)
+
+        def grads(x, w, bias):
+            x, w, bias = (t.detach().requires_grad_() for t in (x, w, bias))
+            return torch.autograd.grad(fn(x, w, bias, groups=groups, **kw), (x, w, bias), gy.to(x.device))
+
+        with torch_pjrt.strict():
+            got = grads(x.to(DEVICE), w.to(DEVICE), bias.to(DEVICE))
+        for a, e in zip(got, grads(x, w, bias)):
+            assert_same(a, e, atol=2e-3, rtol=1e-3)
     assert actual.dtype == dtype and actual.shape == expected.shape
     if nd == 2:  # (CPU's 3-d kernels take a channels-last input's format by their own rules)
         assert actual.stride() == fn(x, w, bias, groups=groups, **kw).stride()
