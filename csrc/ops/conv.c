@@ -339,9 +339,31 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   }
   const bool mm = matmul_form(&c, ns, x.dims, w.dims, g.dims, md);
   const int64_t cg = ch / G, og = o / G;
+  /* output_mask: a gradient nobody asked for is zeros (a ViT's patch embedding: the image's
+   * gradient, a strided transposed convolution, took 0.9 s a step). */
+  const tp_op_arg_t *mask = &args[9];
+  bool need_gi = mask->kind != TP_ARG_INTS || mask->n < 3 || mask->ints[0];
+  bool need_gw = mask->kind != TP_ARG_INTS || mask->n < 3 || mask->ints[1];
+  /* A depthwise convolution's (emit_depthwise's form): the weight's gradient is, per channel,
+   * grad times the patches summed over the batch and the image; the input's, at stride 1, the
+   * depthwise convolution of grad with the weight reversed. */
+  bool dw = !c.transposed && G == ch && o == ch && w.dims[1] == 1 && taps <= 49 &&
+            tp_dtype_is_float(md) && n > 0 && L > 0;
+  conv_t back = c;
+  bool dw_gi = dw;
+  for (int i = 0; i < ns; i++) {
+    back.pad[i] = c.dil[i] * (w.dims[2 + i] - 1) - c.pad[i];
+    back.stride[i] = 1;
+    dw_gi = dw_gi && c.stride[i] == 1 && back.pad[i] >= 0;
+  }
   tp_hlo_value_t gm = mm ? tp_hlo_reshape(b, tp_hlo_convert(b, g, md), 4, (int64_t[]){n, G, og, L})
                          : g;
-  if (mm && pointwise && taps == 1) {
+  if (!need_gi) {
+    gi = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), x.ndim, x.dims);
+  } else if (dw_gi && emit_depthwise(b, &back, ns, g, tp_hlo_reverse(b, w, ns, (int64_t[]){2, 3, 4}),
+                                     md, x.dims, &gi)) {
+    /* gi: the taps' sum */
+  } else if (mm && pointwise && taps == 1) {
     tp_hlo_value_t wm = tp_hlo_reshape(b, tp_hlo_convert(b, w, md), 3, (int64_t[]){G, og, cg});
     if (n == 1 && L * (og + cg) < og * cg) {
       /* A deep layer's: its weight is read transposed, which XLA's CPU backend makes a slow
@@ -376,7 +398,16 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   /* grad_weight: the strided operand (input; grad for a transposed convolution) and the other
    * convolved with batch and feature roles exchanged; groups split the batch (batch_group_count). */
   tp_hlo_value_t a = c.transposed ? g : x, e = c.transposed ? x : g;
-  if (mm) {
+  if (!need_gw) {
+    gw = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), w.ndim, w.dims);
+  } else if (dw) {
+    tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), false, ns, &w.dims[2], c.stride,
+                               c.pad, c.dil, &g.dims[2]); /* [N, C, taps, L] */
+    gw = tp_hlo_dot_general(b, tp_hlo_reshape(b, tp_hlo_convert(b, g, md), 3, (int64_t[]){n, ch, L}),
+                            p, 1, (int64_t[]){1}, (int64_t[]){1}, 2, (int64_t[]){0, 2},
+                            (int64_t[]){0, 3}, md); /* [C, taps] */
+    gw = tp_hlo_reshape(b, gw, w.ndim, w.dims);
+  } else if (mm) {
     tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), false, ns, &w.dims[2], c.stride,
                                c.pad, c.dil, &g.dims[2]); /* [N, C, taps, L] */
     p = tp_hlo_reshape(b, p, 4, (int64_t[]){n, G, cg * taps, L});

@@ -132,3 +132,31 @@ def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, channels_last
     if nd == 2:  # (CPU's 3-d kernels take a channels-last input's format by their own rules)
         assert actual.stride() == fn(x, w, bias, groups=groups, **kw).stride()
     assert_same(actual.float(), expected, **tol)
+
+
+# Depthwise gradients (the weight's from the patches, the input's at stride 1 a depthwise
+# convolution with the reversed weight), and a gradient output_mask leaves out (an input that
+# needs none, as an image does): float64, to 1e-9 of CPU.
+@pytest.mark.parametrize("nd,k,stride,pad,dil", [(1, 3, 1, 1, 1), (2, 3, 1, 1, 1), (2, 3, 2, 1, 1),
+                                                 (2, 5, 1, 2, 2), (2, 7, 1, 3, 1), (2, 3, 1, 0, 1),
+                                                 (3, 3, 1, 1, 1), (2, 3, 1, 3, 1)])
+@pytest.mark.parametrize("input_grad", [True, False], ids=["input_grad", "no_input_grad"])
+def test_depthwise_and_masked_convolution_gradients(nd, k, stride, pad, dil, input_grad):
+    c = 6
+    x = make((2, c) + (9,) * nd, torch.float64)
+    w = make((c, 1) + (k,) * nd, torch.float64, seed=1)
+    gy = None
+
+    def grads(x, w):
+        nonlocal gy
+        x, w = x.detach().requires_grad_(input_grad), w.detach().requires_grad_()
+        y = torch.ops.aten.convolution(x, w, None, [stride] * nd, [pad] * nd, [dil] * nd, False,
+                                       [0] * nd, c)
+        gy = make(tuple(y.shape), torch.float64, seed=3) if gy is None else gy
+        return torch.autograd.grad(y, (x, w) if input_grad else (w,), gy.to(y.device))
+
+    expected = grads(x, w)
+    with torch_pjrt.strict():
+        actual = grads(x.to(DEVICE), w.to(DEVICE))
+    for a, e in zip(actual, expected):
+        assert_same(a, e, atol=1e-9, rtol=1e-9)
