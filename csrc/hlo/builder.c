@@ -773,10 +773,17 @@ tp_hlo_value_t tp_hlo_scatter_1d_op(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hl
 
 tp_hlo_value_t tp_hlo_pad(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t value,
                           const int64_t *lo, const int64_t *hi) {
+  static const int64_t none[TP_MAX_DIMS] = {0};
+  return tp_hlo_pad_interior(b, x, value, lo, hi, none);
+}
+
+tp_hlo_value_t tp_hlo_pad_interior(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t value,
+                                   const int64_t *lo, const int64_t *hi, const int64_t *interior) {
   if (!live(b, &x) || !live(b, &value)) return bad_value();
-  int64_t dims[TP_MAX_DIMS] = {0}, interior[TP_MAX_DIMS] = {0};
+  int64_t dims[TP_MAX_DIMS] = {0};
   for (int i = 0; i < x.ndim; i++) {
-    dims[i] = x.dims[i] + lo[i] + hi[i];
+    if (!check(b, interior[i] >= 0, "negative interior padding")) return bad_value();
+    dims[i] = x.dims[i] + (x.dims[i] > 0 ? (x.dims[i] - 1) * interior[i] : 0) + lo[i] + hi[i];
     if (!check(b, dims[i] >= 0, "pad to a negative size")) return bad_value();
   }
   tp_hlo_value_t v = new_value(b, x.dtype, x.ndim, dims);

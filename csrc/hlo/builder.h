@@ -167,6 +167,9 @@ tp_hlo_value_t tp_hlo_scatter_1d_op(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hl
 /* Pads |x| with scalar |value|: |lo|/|hi| per dim (negative values crop), no interior padding. */
 tp_hlo_value_t tp_hlo_pad(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t value,
                           const int64_t *lo, const int64_t *hi);
+/* The same with |interior| values between each two of a dim's elements (a stride's gaps). */
+tp_hlo_value_t tp_hlo_pad_interior(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t value,
+                                   const int64_t *lo, const int64_t *hi, const int64_t *interior);
 /* Writes |update| into |x| starting at constant |start| (one index per dim). */
 tp_hlo_value_t tp_hlo_update_slice(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t update,
                                    const int64_t *start);

@@ -345,23 +345,29 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   bool need_gi = mask->kind != TP_ARG_INTS || mask->n < 3 || mask->ints[0];
   bool need_gw = mask->kind != TP_ARG_INTS || mask->n < 3 || mask->ints[1];
   /* A depthwise convolution's (emit_depthwise's form): the weight's gradient is, per channel,
-   * grad times the patches summed over the batch and the image; the input's, at stride 1, the
-   * depthwise convolution of grad with the weight reversed. */
+   * grad times the patches summed over the batch and the image; the input's the depthwise
+   * convolution, stride 1, of grad (its stride's gaps filled with zeros, padded as the transposed
+   * convolution below pads it) with the weight reversed. */
   bool dw = !c.transposed && G == ch && o == ch && w.dims[1] == 1 && taps <= 49 &&
             tp_dtype_is_float(md) && n > 0 && L > 0;
   conv_t back = c;
-  bool dw_gi = dw;
+  int64_t glo[TP_MAX_DIMS] = {0}, ghi[TP_MAX_DIMS] = {0}, gaps[TP_MAX_DIMS] = {0};
   for (int i = 0; i < ns; i++) {
-    back.pad[i] = c.dil[i] * (w.dims[2 + i] - 1) - c.pad[i];
+    int64_t s = x.dims[2 + i], k = w.dims[2 + i];
+    glo[2 + i] = c.dil[i] * (k - 1) - c.pad[i];
+    ghi[2 + i] = glo[2 + i] + (s + 2 * c.pad[i] - c.dil[i] * (k - 1) - 1) % c.stride[i];
+    gaps[2 + i] = c.stride[i] - 1;
+    back.pad[i] = 0;
     back.stride[i] = 1;
-    dw_gi = dw_gi && c.stride[i] == 1 && back.pad[i] >= 0;
   }
   tp_hlo_value_t gm = mm ? tp_hlo_reshape(b, tp_hlo_convert(b, g, md), 4, (int64_t[]){n, G, og, L})
                          : g;
   if (!need_gi) {
     gi = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), x.ndim, x.dims);
-  } else if (dw_gi && emit_depthwise(b, &back, ns, g, tp_hlo_reverse(b, w, ns, (int64_t[]){2, 3, 4}),
-                                     md, x.dims, &gi)) {
+  } else if (dw && emit_depthwise(b, &back, ns,
+                                  tp_hlo_pad_interior(b, tp_hlo_convert(b, g, md),
+                                                      tp_hlo_constant(b, md, 0), glo, ghi, gaps),
+                                  tp_hlo_reverse(b, w, ns, (int64_t[]){2, 3, 4}), md, x.dims, &gi)) {
     /* gi: the taps' sum */
   } else if (mm && pointwise && taps == 1) {
     tp_hlo_value_t wm = tp_hlo_reshape(b, tp_hlo_convert(b, w, md), 3, (int64_t[]){G, og, cg});

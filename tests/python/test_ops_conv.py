@@ -139,7 +139,8 @@ def test_convolution_as_matmul_matches_cpu(nd, kernel, kw, groups, channels_last
 # needs none, as an image does): float64, to 1e-9 of CPU.
 @pytest.mark.parametrize("nd,k,stride,pad,dil", [(1, 3, 1, 1, 1), (2, 3, 1, 1, 1), (2, 3, 2, 1, 1),
                                                  (2, 5, 1, 2, 2), (2, 7, 1, 3, 1), (2, 3, 1, 0, 1),
-                                                 (3, 3, 1, 1, 1), (2, 3, 1, 3, 1)])
+                                                 (3, 3, 1, 1, 1), (2, 3, 1, 3, 1), (2, 5, 2, 2, 1),
+                                                 (1, 3, 2, 0, 1), (3, 3, 2, 1, 1), (2, 3, 3, 1, 2)])
 @pytest.mark.parametrize("input_grad", [True, False], ids=["input_grad", "no_input_grad"])
 def test_depthwise_and_masked_convolution_gradients(nd, k, stride, pad, dil, input_grad):
     c = 6
