@@ -195,9 +195,7 @@ static tp_hlo_value_t patches(tp_hlo_builder_t *b, tp_hlo_value_t x, bool cl, in
  * and 2.9 for PyTorch's), grouped ones 1.3-2.5x slower still. Taken for every 1x1 convolution
  * (no patches to build: the input is the operand), a strided or grouped one, and one whose
  * weight outweighs its patches (the deep layers); a stride-1 convolution over a large image
- * (patches taps times the input's size) stays XLA's. A channels-last input (|cl|: the program
- * read it through a transpose, and its output is written back so) is convolved in its own
- * order, which leaves XLA no transpose to make. False: not taken. */
+ * (patches taps times the input's size) stays XLA's; so do patches past 256 MB of f32. */
 static bool matmul_form(const conv_t *c, int ns, const int64_t *x, const int64_t *w,
                         const int64_t *out_sizes, tp_dtype_t md) {
   if (c->transposed || !tp_dtype_is_float(md)) return false;
@@ -211,9 +209,12 @@ static bool matmul_form(const conv_t *c, int ns, const int64_t *x, const int64_t
   int64_t wn = o * (ch / c->groups) * taps, pn = n * ch * taps * L;
   if (n == 0 || L == 0 || o == 0 || ch == 0) return false;
   if (taps > 1 && !(strided || c->groups > 1 || wn >= pn)) return false;
-  return pn <= ((int64_t)1 << 26); /* patches past 256 MB of f32: XLA's */
+  return pn <= ((int64_t)1 << 26);
 }
 
+/* The convolution as matmul_form says, if it says so (false: not taken). A channels-last input
+ * (|cl|: the program read it through a transpose, and its output is written back so) is
+ * convolved in its own order, which leaves XLA no transpose to make. */
 static bool emit_as_matmul(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_value_t x,
                            tp_hlo_value_t w, bool cl, tp_dtype_t md, const int64_t *out_sizes,
                            tp_hlo_value_t *out) {
@@ -349,7 +350,7 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
    * convolution, stride 1, of grad (its stride's gaps filled with zeros, padded as the transposed
    * convolution below pads it) with the weight reversed. */
   bool dw = !c.transposed && G == ch && o == ch && w.dims[1] == 1 && taps <= 49 &&
-            tp_dtype_is_float(md) && n > 0 && L > 0;
+            tp_dtype_is_float(md) && n > 0 && L > 0 && n * ch * taps * L <= ((int64_t)1 << 26);
   conv_t back = c;
   int64_t glo[TP_MAX_DIMS] = {0}, ghi[TP_MAX_DIMS] = {0}, gaps[TP_MAX_DIMS] = {0};
   for (int i = 0; i < ns; i++) {
