@@ -2,6 +2,7 @@
 #include "runtime/client.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -109,6 +110,23 @@ static void on_fork_child(void) { g_forked = 1; }
 static void watch_forks(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 bool tp_runtime_in_forked_child(void) { return g_forked; }
 
+/* The CPU plugin's buffers are host memory from malloc, and glibc hands a large freed block
+ * back to the system (munmap, or a trim of the heap's top): the next buffer of that size then
+ * faults its pages in anew, which cost more than the op that fills it (a 3.2 MB relu: 1.4 ms
+ * against 0.08). As a GPU's caching allocator keeps device memory, freed blocks up to malloc's
+ * largest mmap threshold (32 MB) are kept for reuse; tp_client_release_cached_memory gives them
+ * back. TORCH_PJRT_CPU_MEMORY_CACHE=0 leaves malloc as it was. */
+static bool g_keeps_freed;
+static void keep_freed_host_memory(void) {
+  const char *v = getenv("TORCH_PJRT_CPU_MEMORY_CACHE");
+  if (g_keeps_freed || (v && strcmp(v, "0") == 0)) return;
+  g_keeps_freed = mallopt(M_MMAP_THRESHOLD, 32 << 20) && mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+void tp_client_release_cached_memory(void) {
+  if (g_keeps_freed) malloc_trim(0);
+}
+
 tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
                               tp_client_t **out_client) {
   *out_client = NULL;
@@ -154,6 +172,7 @@ tp_status_t *tp_client_create(const char *plugin_path, int cpu_device_count,
   st = tp_pjrt_status(api, api->PJRT_Client_PlatformName(&pargs), "platform name");
   c->platform_name = st ? strdup("unknown") : dup_n(pargs.platform_name, pargs.platform_name_size);
   tp_status_free(st);
+  if (strcmp(c->platform_name, "cpu") == 0) keep_freed_host_memory();
   TP_PJRT_ARGS(PJRT_Client_PlatformVersion_Args, vargs);
   vargs.client = c->client;
   st = tp_pjrt_status(api, api->PJRT_Client_PlatformVersion(&vargs), "platform version");

@@ -59,6 +59,9 @@ void tp_client_dma_unmap(tp_client_t *c, void *data);
 
 /* Waits for every enqueued execution; returns the first asynchronous failure, naming its op. */
 tp_status_t *tp_client_synchronize(tp_client_t *c);
+/* Gives host memory kept for reuse back to the system (the CPU plugin's freed buffers: see
+ * TORCH_PJRT_CPU_MEMORY_CACHE in client.c); nothing elsewhere. */
+void tp_client_release_cached_memory(void);
 
 /* Records an execution's completion |event| (ownership passes to the client). |op_name| must be
  * a static string. A failure of that execution is reported by the next synchronizing call

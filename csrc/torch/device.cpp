@@ -182,9 +182,9 @@ void release_storage(void* ctx) {
   report_memory(addr, -nbytes, device);
 }
 
-// Storages are the device memory: no cache sits between them and the device, so emptyCache has
-// nothing to return, reserved equals allocated, and a stream recorded on a block changes
-// nothing (one in-order queue per device).
+// Storages are the device memory: no cache of ours sits between them and the device (on the CPU
+// plugin, malloc keeps freed blocks: emptyCache returns them), reserved equals allocated, and a
+// stream recorded on a block changes nothing (one in-order queue per device).
 struct TpuAllocator final : c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DeviceIndex dev = g_current_device;
@@ -204,8 +204,10 @@ struct TpuAllocator final : c10::DeviceAllocator {
   }
   bool initialized() override { return tp_exec_client() != nullptr; }
   void emptyCache(c10::MempoolId_t) override {
-    // Memory an in-flight program still holds is released when it completes: wait for that.
+    // Memory an in-flight program still holds is released when it completes: wait for that;
+    // then the CPU plugin's freed buffers kept for reuse go back to the system.
     if (tp_exec_client()) check(tp_client_synchronize(tp_exec_client()));
+    tp_client_release_cached_memory();
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {

@@ -332,7 +332,8 @@ def get_per_process_memory_fraction(device=None):
 
 def empty_cache():
     """Storages return their device memory as soon as they die (no caching allocator); this
-    waits for pending work so memory held by in-flight programs is released too."""
+    waits for pending work so memory held by in-flight programs is released too, and on the CPU
+    plugin gives the host memory malloc keeps for reuse back to the system."""
     if _C.initialized():
         torch.accelerator.empty_cache()
 
