@@ -21,6 +21,10 @@ void tp_format_ints(char *buf, size_t n, const int64_t *v, int count);
 void tp_meta_reduce(const tp_meta_t *x, const bool *mask, bool keep, tp_meta_t *out);
 /* The type |t| computes in: f16/bf16 in f32, others in themselves. */
 tp_dtype_t tp_math_dtype(tp_dtype_t t);
+/* The elements from which an operand that XLA's CPU backend would transpose (a dot's weight read
+ * transposed) costs more than moving the other operands instead: its transposes of arrays past
+ * the caches run at a small fraction of memory speed (linalg.c, conv.c). */
+#define TP_BIG_TRANSPOSE (1 << 16)
 /* |v| converted to |dtype| and broadcast to |shape|'s sizes. */
 tp_hlo_value_t tp_emit_cast_shape(tp_hlo_builder_t *b, tp_hlo_value_t v, tp_dtype_t dtype,
                                   const tp_meta_t *shape);

@@ -372,7 +372,7 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
     /* gi: the taps' sum */
   } else if (mm && pointwise && taps == 1) {
     tp_hlo_value_t wm = tp_hlo_reshape(b, tp_hlo_convert(b, w, md), 3, (int64_t[]){G, og, cg});
-    if (n == 1 && L * (og + cg) < og * cg) {
+    if (n == 1 && og * cg >= TP_BIG_TRANSPOSE && L * (og + cg) < og * cg) {
       /* A deep layer's: its weight is read transposed, which XLA's CPU backend makes a slow
        * copy of (as linalg.c's emit_matmul_rhs says); grad and the result move instead. */
       gi = tp_hlo_dot_general(b, tp_hlo_reshape(b, gm, 3, (int64_t[]){G, og, L}), wm, 1,

@@ -44,11 +44,13 @@ static tp_hlo_value_t emit_matmul(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_
  * of memory speed (9 ms for a 768x3072 weight, the product of 64 rows with it 1.4 ms), so when
  * x and the product are the smaller operands the product is computed transposed, y^T [N, K]
  * (as it lies) @ x^T, behind a barrier that keeps XLA from folding the result's transpose back
- * into the dot: x and the result move instead. */
+ * into the dot: x and the result move instead. Only for a weight of TP_BIG_TRANSPOSE elements
+ * or more: smaller ones transpose in cache, fast, and keep the plain form's rounding. */
 static tp_hlo_value_t emit_matmul_rhs(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_hlo_value_t y,
                                       const tp_op_arg_t *y_arg) {
   int64_t m = x.dims[0], k = x.dims[1], n = y.dims[1];
-  if (y_arg->contiguous || x.ndim != 2 || m * (k + n) >= n * k) return emit_matmul(b, x, y);
+  if (y_arg->contiguous || x.ndim != 2 || n * k < TP_BIG_TRANSPOSE || m * (k + n) >= n * k)
+    return emit_matmul(b, x, y);
   const int64_t c = 1, perm[2] = {1, 0};
   tp_hlo_value_t r = tp_hlo_dot_general(b, tp_hlo_transpose(b, y, perm), x, 0, NULL, NULL, 1, &c,
                                         &c, tp_math_dtype(x.dtype)); /* [N, M] */

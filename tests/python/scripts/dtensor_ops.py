@@ -2,7 +2,8 @@
 (python dtensor_ops.py --threads N; N CPU-plugin devices) or as processes (RANK, WORLD_SIZE...
 set): each float32 op's first sample, its tensors distributed by PyTorch's own DTensorConverter
 (the sharding combinations its DTensor op tests use, up to MAX_COMBOS), the op run on the
-DTensors, forward and backward, and full_tensor() compared with the op on CPU tensors. The same
+DTensors, forward and backward, and full_tensor() compared with the op on CPU tensors (or, where
+the two float32 results differ, with the op in float64: see _same). The same
 cases run on a CPU mesh with gloo in the same process, so a case DTensor itself gets wrong (no
 sharding strategy, a random op's draws) is told apart from one the tpu gets wrong. Prints
 {case: [tpu outcome, cpu outcome]}, "ok" or the error.
@@ -73,13 +74,48 @@ def _cases():
                 ref = _call(op, _own(args), s.kwargs, kind)
             except Exception:  # noqa: BLE001 - no CPU reference: not a case
                 continue
-            cases.append((name + ("/grad" if kind == "grad" else ""), op, args, s.kwargs, ref, kind))
+            try:
+                ref64 = _call(op, _own(_f64(args)), _f64(s.kwargs), kind)
+            except Exception:  # noqa: BLE001 - no float64 arbiter: CPU's word alone
+                ref64 = None
+            cases.append((name + ("/grad" if kind == "grad" else ""), op, args, s.kwargs,
+                          (ref, ref64), kind))
     return cases
 
 
-def _same(got, ref, kind):
+def _f64(tree):
+    return tree_map(lambda t: t.detach().double().requires_grad_(t.requires_grad)
+                    if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, tree)
+
+
+def _nearer(got, ref, ref64):
+    """Whether each of |got|'s tensors lies no farther from the float64 result than CPU's
+    float32 one does (finite values only)."""
+    got, ref, ref64 = _tensors(got), _tensors(ref), _tensors(ref64)
+    if not (len(got) == len(ref) == len(ref64)):
+        return False
+    for g, r, e in zip(got, ref, ref64):
+        g, r, e = (t.detach().cpu().double() for t in (g, r, e))
+        if g.shape != e.shape or not (g.isfinite().all() and e.isfinite().all()):
+            return False
+        if (g - e).abs().max() > (r - e).abs().max():
+            return False
+    return True
+
+
+def _same(got, refs, kind):
+    """CPU's float32 result is the oracle, to 1e-4; a result outside that which is no farther
+    from the float64 result than CPU's own passes too (two float32 approximations each within
+    rounding of the truth: matrix_exp's gradient on CPU's AVX-512 kernels is 8.6e-5 from it, the
+    tpu's 4.5e-5, on opposite sides)."""
+    ref, ref64 = refs
     if kind != "shapes":
-        torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4, equal_nan=True, check_device=False)
+        try:
+            torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4, equal_nan=True,
+                                       check_device=False)
+        except AssertionError:
+            if ref64 is None or not _nearer(got, ref, ref64):
+                raise
         return
     assert [(t.shape, t.dtype) for t in _tensors(got)] == [(t.shape, t.dtype) for t in _tensors(ref)], \
         "shapes or dtypes differ"
