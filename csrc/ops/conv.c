@@ -361,13 +361,13 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
     back.pad[i] = 0;
     back.stride[i] = 1;
   }
-  tp_hlo_value_t gm = mm ? tp_hlo_reshape(b, tp_hlo_convert(b, g, md), 4, (int64_t[]){n, G, og, L})
-                         : g;
+  tp_hlo_value_t gc = tp_hlo_convert(b, g, md); /* grad in the math type: the taps' and matmuls' */
+  tp_hlo_value_t gm = mm ? tp_hlo_reshape(b, gc, 4, (int64_t[]){n, G, og, L}) : g;
   if (!need_gi) {
     gi = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), x.ndim, x.dims);
   } else if (dw && emit_depthwise(b, &back, ns,
-                                  tp_hlo_pad_interior(b, tp_hlo_convert(b, g, md),
-                                                      tp_hlo_constant(b, md, 0), glo, ghi, gaps),
+                                  tp_hlo_pad_interior(b, gc, tp_hlo_constant(b, md, 0), glo, ghi,
+                                                      gaps),
                                   tp_hlo_reverse(b, w, ns, (int64_t[]){2, 3, 4}), md, x.dims, &gi)) {
     /* gi: the taps' sum */
   } else if (mm && pointwise && taps == 1) {
@@ -404,13 +404,12 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   out[0] = tp_hlo_convert(b, gi, out_meta[0].dtype);
   /* grad_weight: the strided operand (input; grad for a transposed convolution) and the other
    * convolved with batch and feature roles exchanged; groups split the batch (batch_group_count). */
-  tp_hlo_value_t a = c.transposed ? g : x, e = c.transposed ? x : g;
   if (!need_gw) {
     gw = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), w.ndim, w.dims);
   } else if (dw) {
     tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), false, ns, &w.dims[2], c.stride,
                                c.pad, c.dil, &g.dims[2]); /* [N, C, taps, L] */
-    gw = tp_hlo_dot_general(b, tp_hlo_reshape(b, tp_hlo_convert(b, g, md), 3, (int64_t[]){n, ch, L}),
+    gw = tp_hlo_dot_general(b, tp_hlo_reshape(b, gc, 3, (int64_t[]){n, ch, L}),
                             p, 1, (int64_t[]){1}, (int64_t[]){1}, 2, (int64_t[]){0, 2},
                             (int64_t[]){0, 3}, md); /* [C, taps] */
     gw = tp_hlo_reshape(b, gw, w.ndim, w.dims);
@@ -422,6 +421,7 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
                             (int64_t[]){0, 3}, md); /* [G, O/G, C/G taps] */
     gw = tp_hlo_reshape(b, gw, w.ndim, w.dims);
   } else {
+    tp_hlo_value_t a = c.transposed ? g : x, e = c.transposed ? x : g;
     for (int i = 0; i < ns; i++) {
       int64_t s = a.dims[2 + i], k = w.dims[2 + i], so = e.dims[2 + i];
       lo[i] = c.pad[i];
@@ -435,7 +435,7 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   int nd = 0;
   for (int i = 0; i < g.ndim; i++)
     if (i != 1) dims[nd++] = i;
-  tp_hlo_value_t gb = tp_hlo_reduce(b, tp_hlo_convert(b, g, md), tp_hlo_constant(b, md, 0), TP_HLO_ADD, nd, dims);
+  tp_hlo_value_t gb = tp_hlo_reduce(b, gc, tp_hlo_constant(b, md, 0), TP_HLO_ADD, nd, dims);
   out[2] = tp_hlo_convert(b, gb, out_meta[2].dtype);
 }
 

@@ -116,7 +116,8 @@ bool tp_runtime_in_forked_child(void) { return g_forked; }
  * against 0.08). As a GPU's caching allocator keeps device memory, freed blocks up to malloc's
  * largest mmap threshold (32 MB) are kept for reuse; tp_client_release_cached_memory gives them
  * back. TORCH_PJRT_CPU_MEMORY_CACHE=0 leaves malloc as it was. */
-static bool g_keeps_freed;
+static bool g_keeps_freed; /* written when a CPU client is created (tp_exec_init, one thread),
+                              read after: no lock */
 static void keep_freed_host_memory(void) {
   const char *v = getenv("TORCH_PJRT_CPU_MEMORY_CACHE");
   if (g_keeps_freed || (v && strcmp(v, "0") == 0)) return;
