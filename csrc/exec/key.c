@@ -4,24 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tp_key_put(tp_key_t *k, const void *p, size_t n) {
-  if (k->failed) return;
-  if (k->len + n > k->cap) {
-    size_t cap = k->cap ? k->cap * 2 : 1024;
-    while (cap < k->len + n) cap *= 2;
-    unsigned char *d = realloc(k->data, cap);
-    if (!d) {
-      k->failed = true;
-      return;
-    }
-    k->data = d;
-    k->cap = cap;
+bool tp_key_grow(tp_key_t *k, size_t n) {
+  if (k->failed) return false;
+  size_t cap = k->cap ? k->cap * 2 : 1024;
+  while (cap < k->len + n) cap *= 2;
+  unsigned char *d = realloc(k->data, cap);
+  if (!d) {
+    k->failed = true;
+    return false;
   }
-  memcpy(k->data + k->len, p, n);
-  k->len += n;
+  k->data = d;
+  k->cap = cap;
+  return true;
 }
-
-void tp_key_put_i64(tp_key_t *k, int64_t v) { tp_key_put(k, &v, 8); }
 
 void tp_key_free(tp_key_t *k) {
   free(k->data);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ops/op.h"
 
@@ -17,8 +18,15 @@ typedef struct {
   bool failed;
 } tp_key_t;
 
-void tp_key_put(tp_key_t *k, const void *p, size_t n);
-void tp_key_put_i64(tp_key_t *k, int64_t v);
+/* Grows |k| to hold |n| more bytes; false (and |failed| set) when it cannot. */
+bool tp_key_grow(tp_key_t *k, size_t n);
+/* Inline: an eager call's keys are a few hundred of these appends, on every call. */
+static inline void tp_key_put(tp_key_t *k, const void *p, size_t n) {
+  if (k->len + n > k->cap && !tp_key_grow(k, n)) return;
+  memcpy(k->data + k->len, p, n);
+  k->len += n;
+}
+static inline void tp_key_put_i64(tp_key_t *k, int64_t v) { tp_key_put(k, &v, 8); }
 void tp_key_free(tp_key_t *k);
 
 /* Appends what of op argument |a| shapes the program: its kind and the dtypes of a scalar (its

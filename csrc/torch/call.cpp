@@ -12,6 +12,13 @@ namespace tp_glue {
 
 bool cpu_scalar_tensor(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
 
+void layout_flags(const at::Tensor& t, tp_op_arg_t* a) {
+  a->contiguous = t.is_contiguous();
+  a->channels_last = !a->contiguous &&
+                     ((t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
+                      (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)));
+}
+
 // Converts one IValue; false means "not describable natively" (the call falls back).
 // |scalar_typed|: the schema says Scalar (a program input) rather than int/bool/float (attributes).
 // |meta_ok|: a meta tensor stands for a value of a graph being built (meta only, no view).
@@ -30,10 +37,7 @@ bool convert_arg(const c10::IValue& v, bool scalar_typed, tp_eager_arg_t* a, boo
       a->arg.meta.dtype = a->view.dtype;
       a->arg.meta.ndim = a->view.ndim;
       std::memcpy(a->arg.meta.sizes, a->view.sizes, sizeof(int64_t) * a->view.ndim);
-      a->arg.contiguous = t.is_contiguous();
-      a->arg.channels_last = !a->arg.contiguous &&
-                             ((t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) ||
-                              (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)));
+      layout_flags(t, &a->arg);
       a->param = t.requires_grad() && (t.is_leaf() || (t.is_view() && t._base().is_leaf()));
     } else if (meta_ok && t.is_meta()) {
       a->arg.kind = TP_ARG_TENSOR;

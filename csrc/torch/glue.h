@@ -110,6 +110,9 @@ std::vector<ArgRole> arg_roles(const c10::FunctionSchema& schema);
 bool convert_call(const std::vector<ArgRole>& roles, c10::ArrayRef<c10::IValue> args, size_t n_in,
                   bool meta_ok, tp_eager_arg_t* eargs, at::Tensor* earg_tensor, int* n_eargs,
                   std::optional<at::Generator>* generator);
+// Sets |a|'s contiguous and channels_last flags from |t|'s strides (what an emitter may choose
+// its form by).
+void layout_flags(const at::Tensor& t, tp_op_arg_t* a);
 
 // ---- the graph object (graph.cpp) ----
 

@@ -169,6 +169,10 @@ struct Graph {
   std::unordered_map<const c10::TensorImpl*, int> ids;
   std::vector<at::Tensor> values;  // keeps the naming tensors alive
   std::vector<int> outputs;
+  // Per value, the layout PyTorch gives it in eager (the traced strides): whether it is
+  // contiguous, and channels-last. An emitter's choice of form reads them as in eager (a
+  // transposed weight's matmul, a channels-last convolution); a value not set is contiguous.
+  std::unordered_map<int, tp_op_arg_t> layout;  // only its two layout flags are set
   std::string name = "tpu::graph";  // what the profiler calls a run (set_name)
 
   Graph() { check(tp_graph_create(&g)); }
@@ -218,6 +222,8 @@ struct Graph {
       auto it = ids.find(c.tensors[i].unsafeGetTensorImpl());
       if (it == ids.end()) return py::str("a tensor argument that is not a graph value");
       vals[i] = it->second;
+      auto l = layout.find(vals[i]);
+      if (l != layout.end()) a[i].contiguous = l->second.contiguous, a[i].channels_last = l->second.channels_last;
     }
     tp_meta_t metas[TP_MAX_OUTS];
     int n_out = 0, first = 0;
@@ -230,6 +236,14 @@ struct Graph {
     py::list outs;
     for (int k = 0; k < n_out; k++) outs.append(name_value(first + k));
     return outs;
+  }
+
+  // Records the strides value |t| has in eager (set_strides of the Python object).
+  void set_strides(const at::Tensor& t, const std::vector<int64_t>& strides) {
+    auto it = ids.find(t.unsafeGetTensorImpl());
+    TORCH_CHECK(it != ids.end() && strides.size() == static_cast<size_t>(t.dim()),
+                "graph: set_strides of a value not of this graph");
+    layout_flags(at::empty_strided(t.sizes(), strides, t.options()), &layout[it->second]);
   }
 
   void set_outputs(const std::vector<at::Tensor>& outs) {
@@ -370,6 +384,7 @@ void register_graph(py::module& m) {
       .def("input", &Graph::input)
       .def("node", &Graph::node)
       .def("set_outputs", &Graph::set_outputs)
+      .def("set_strides", &Graph::set_strides)
       .def("set_name", &Graph::set_name)
       .def_property_readonly("name", [](const Graph& g) { return g.name; })
       .def("run", &Graph::run, py::arg("inputs"), py::arg("into") = std::vector<std::optional<at::Tensor>>{})

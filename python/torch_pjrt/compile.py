@@ -206,6 +206,9 @@ class _Partition:
                                          for o, v in zip(outs, vals)):
             raise _NotNative("inferred outputs differ from the traced ones")
         self.values[node] = outs if isinstance(val, (list, tuple)) else outs[0]
+        for o, v in zip(outs, vals):  # the layout eager gives it, which steers emitters' forms
+            if v is not None and all(isinstance(s, int) for s in v.stride()) and not v.is_contiguous():
+                self.graph.set_strides(o, list(v.stride()))
         self.nodes.append(node)
         if group is not None:
             self.group = group
