@@ -51,8 +51,9 @@ def main():
     for label, tpu, cpu in rows:
         print(f"{label:<16}{tpu * 1e6:>10.1f}{cpu * 1e6:>10.1f}{tpu / cpu:>10.2f}")
     small = rows[0][1] * 1e6
-    print(f"target: <= 20 us per small op on the cache-hit path: {small:.1f} us "
-          f"({'met' if small <= 20 else 'NOT met'})")
+    # The floor: the plugin's own execute call (about 2.5 us) and PyTorch's dispatch (about 1 us).
+    print(f"target: <= 3.5 us per small op on the cache-hit path: {small:.1f} us "
+          f"({'met' if small <= 3.5 else 'NOT met'})")
 
 
 _TRAIN_STEP = """
