@@ -5,21 +5,15 @@ an out-of-tree device). For each mode it prints the ops that spent the most devi
 writes Chrome traces (open them in https://ui.perfetto.dev or chrome://tracing): the host
 threads on top, one track per tpu device below, arrows from each op to the program it ran.
 
-    python examples/profile.py [--steps N] [--out DIR]
+    python examples/profile_step.py [--steps N] [--out DIR]
 """
 import argparse
 import os
-import sys
 
-# This file's name is the standard library's `profile` module's (which cProfile, imported by
-# torch.compile, imports): its folder must not be on the import path.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
 
-import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
-
-import torch_pjrt  # noqa: E402,F401  (PyTorch imports it too; here for clarity)
+import torch_pjrt  # noqa: F401  (PyTorch imports it too; here for clarity)
 
 
 def make_model():
