@@ -17,6 +17,7 @@ typedef struct {
 struct tp_hlo_builder {
   strbuf_t params;
   strbuf_t body;
+  strbuf_t functions; /* tp_hlo_add_functions': placed after @main */
   int next_id;
   int n_params;
   tp_status_t *error;
@@ -80,6 +81,7 @@ void tp_hlo_builder_free(tp_hlo_builder_t *b) {
   if (!b) return;
   free(b->params.data);
   free(b->body.data);
+  free(b->functions.data);
   tp_status_free(b->error);
   free(b);
 }
@@ -213,7 +215,7 @@ tp_status_t *tp_hlo_finish(tp_hlo_builder_t *b, const tp_hlo_value_t *outs, int 
   for (int i = 0; i < n_outs; i++) sb_append(b, &m, "%s%%v%d", i ? ", " : "", outs[i].id);
   sb_append(b, &m, ") : (");
   for (int i = 0; i < n_outs; i++) sb_append(b, &m, "%s%s", i ? ", " : "", ty(&outs[i]).s);
-  sb_append(b, &m, ") -> ()\n  }\n}\n");
+  sb_append(b, &m, ") -> ()\n  }\n%s}\n", b->functions.data ? b->functions.data : "");
   if (b->error) {
     free(m.data);
     tp_status_t *s = b->error;
@@ -895,6 +897,38 @@ tp_hlo_value_t tp_hlo_sort(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n,
          ty(&xs[i]).s, ty(&xs[i]).s);
   }
   return outs[0];
+}
+
+void tp_hlo_add_functions(tp_hlo_builder_t *b, const char *text) {
+  sb_append(b, &b->functions, "%s\n", text);
+}
+
+void tp_hlo_call(tp_hlo_builder_t *b, const char *callee, const tp_hlo_value_t *args, int n_args,
+                 const tp_hlo_value_t *result_types, int n_results, tp_hlo_value_t *outs) {
+  for (int i = 0; i < n_args; i++)
+    if (!live(b, &args[i])) {
+      for (int k = 0; k < n_results; k++) outs[k] = bad_value();
+      return;
+    }
+  const int id = b->next_id++;
+  if (n_results > 1) EMIT("    %%v%d:%d = func.call @%s(", id, n_results, callee);
+  else EMIT("    %%v%d = func.call @%s(", id, callee);
+  for (int i = 0; i < n_args; i++) EMIT("%s%%v%d", i ? ", " : "", args[i].id);
+  EMIT(") : (");
+  for (int i = 0; i < n_args; i++) EMIT("%s%s", i ? ", " : "", ty(&args[i]).s);
+  EMIT(") -> (");
+  for (int k = 0; k < n_results; k++) EMIT("%s%s", k ? ", " : "", ty(&result_types[k]).s);
+  EMIT(")\n");
+  for (int k = 0; k < n_results; k++) {
+    /* Each result as a plain value (an identity reshape XLA folds away). */
+    outs[k] = new_value(b, result_types[k].dtype, result_types[k].ndim, result_types[k].dims);
+    if (n_results > 1)
+      EMIT("    %%v%d = \"stablehlo.reshape\"(%%v%d#%d) : (%s) -> %s\n", outs[k].id, id, k,
+           ty(&outs[k]).s, ty(&outs[k]).s);
+    else
+      EMIT("    %%v%d = \"stablehlo.reshape\"(%%v%d) : (%s) -> %s\n", outs[k].id, id,
+           ty(&outs[k]).s, ty(&outs[k]).s);
+  }
 }
 
 /* ---- stablehlo.while: the caller builds the condition, then the body, between the calls. ---- */
