@@ -18,6 +18,8 @@ struct tp_hlo_builder {
   strbuf_t params;
   strbuf_t body;
   strbuf_t functions; /* tp_hlo_add_functions': placed after @main */
+  int64_t function_keys[16]; /* the keys of what |functions| holds */
+  int n_function_keys;
   int next_id;
   int n_params;
   tp_status_t *error;
@@ -899,7 +901,11 @@ tp_hlo_value_t tp_hlo_sort(tp_hlo_builder_t *b, const tp_hlo_value_t *xs, int n,
   return outs[0];
 }
 
-void tp_hlo_add_functions(tp_hlo_builder_t *b, const char *text) {
+void tp_hlo_add_functions(tp_hlo_builder_t *b, int64_t key, const char *text) {
+  for (int i = 0; i < b->n_function_keys; i++)
+    if (b->function_keys[i] == key) return;
+  if (!check(b, b->n_function_keys < 16, "more than 16 modules in one program")) return;
+  b->function_keys[b->n_function_keys++] = key;
   sb_append(b, &b->functions, "%s\n", text);
 }
 

@@ -119,8 +119,8 @@ tp_hlo_value_t tp_hlo_unary(tp_hlo_builder_t *b, tp_hlo_unary_t op, tp_hlo_value
 tp_hlo_value_t tp_hlo_optimization_barrier(tp_hlo_builder_t *b, tp_hlo_value_t x);
 
 /* Functions (MLIR text: func.func ops, their symbols apart from every other, hlo/module.h) placed
- * in the module after @main, for tp_hlo_call. */
-void tp_hlo_add_functions(tp_hlo_builder_t *b, const char *text);
+ * in the module after @main, for tp_hlo_call; once per |key| (a module called twice). */
+void tp_hlo_add_functions(tp_hlo_builder_t *b, int64_t key, const char *text);
 /* func.call @|callee|(args) with results of |result_types|' types (their dtype, ndim and dims). */
 void tp_hlo_call(tp_hlo_builder_t *b, const char *callee, const tp_hlo_value_t *args, int n_args,
                  const tp_hlo_value_t *result_types, int n_results, tp_hlo_value_t *outs);

@@ -6,6 +6,9 @@
 #include "hlo/module.h"
 
 #include <ctype.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,4 +300,75 @@ tp_status_t *tp_hlo_module_functions(const char *text, const char *prefix, char 
   }
   *out = b.data ? b.data : strdup("");
   return NULL;
+}
+
+/* ---- the registry ---- */
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static tp_hlo_module_t **g_modules; /* never freed: ids stay valid for the process's life */
+static size_t g_n, g_cap;
+
+static int64_t text_id(const char *text) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
+  return (int64_t)(h >> 1);
+}
+
+static const tp_hlo_module_t *find(int64_t id) {
+  for (size_t i = 0; i < g_n; i++)
+    if (g_modules[i]->id == id) return g_modules[i];
+  return NULL;
+}
+
+tp_status_t *tp_hlo_module_register(const char *text, int64_t *out_id) {
+  *out_id = -1;
+  const int64_t id = text_id(text);
+  pthread_mutex_lock(&g_lock);
+  const tp_hlo_module_t *known = find(id);
+  pthread_mutex_unlock(&g_lock);
+  if (known) {
+    if (strcmp(known->text, text) != 0)
+      return tp_make_status(TP_INTERNAL, "two StableHLO modules share the id %" PRId64, id);
+    *out_id = id;
+    return NULL;
+  }
+  tp_hlo_module_t *m = calloc(1, sizeof(*m));
+  if (!m) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  m->id = id;
+  char prefix[24];
+  snprintf(prefix, sizeof(prefix), "k%016" PRIx64 "_", (uint64_t)id);
+  snprintf(m->main, sizeof(m->main), "%smain", prefix);
+  tp_status_t *st = tp_hlo_module_signature(text, &m->sig);
+  if (!st) st = tp_hlo_module_functions(text, prefix, &m->functions);
+  if (!st && !(m->text = strdup(text))) st = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  if (st) {
+    free(m->functions);
+    free(m);
+    return st;
+  }
+  pthread_mutex_lock(&g_lock);
+  if (!find(id) && g_n == g_cap) {
+    size_t cap = g_cap ? 2 * g_cap : 16;
+    tp_hlo_module_t **d = realloc(g_modules, cap * sizeof(*d));
+    if (d) g_modules = d, g_cap = cap;
+  }
+  bool added = false;
+  if (!find(id) && g_n < g_cap) g_modules[g_n++] = m, added = true;
+  const bool known_now = find(id) != NULL;
+  pthread_mutex_unlock(&g_lock);
+  if (!added) { /* another thread registered it first, or no memory */
+    free(m->functions);
+    free(m->text);
+    free(m);
+    if (!known_now) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  }
+  *out_id = id;
+  return NULL;
+}
+
+const tp_hlo_module_t *tp_hlo_module_lookup(int64_t id) {
+  pthread_mutex_lock(&g_lock);
+  const tp_hlo_module_t *m = find(id);
+  pthread_mutex_unlock(&g_lock);
+  return m;
 }

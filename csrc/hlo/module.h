@@ -32,6 +32,23 @@ tp_status_t *tp_hlo_module_signature(const char *text, tp_hlo_signature_t *out);
  * |prefix| (@main becomes @<prefix>main), every function private. Caller frees *out. */
 tp_status_t *tp_hlo_module_functions(const char *text, const char *prefix, char **out);
 
+/* The process's registered modules: a module is registered once (its id a hash of its text, the
+ * same in every process, so programs calling it are keyed alike on disk) and kept for the
+ * process's life. */
+typedef struct {
+  int64_t id;
+  tp_hlo_signature_t sig;
+  char main[32];    /* its @main's symbol in |functions| */
+  char *functions;  /* tp_hlo_module_functions' text, prefixed by the id */
+  char *text;       /* as given */
+} tp_hlo_module_t;
+
+/* Registers |text| (checked: a signature, functions to take in) and sets *out_id; registering the
+ * same text again gives the same id. */
+tp_status_t *tp_hlo_module_register(const char *text, int64_t *out_id);
+/* Module |id|, or NULL when none is registered under it. */
+const tp_hlo_module_t *tp_hlo_module_lookup(int64_t id);
+
 #ifdef __cplusplus
 }
 #endif

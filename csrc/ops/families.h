@@ -354,6 +354,8 @@ TP_DECLARE_OP(tp_infer_fft, tp_emit_fft)
 TP_DECLARE_OP(tp_infer_histc, tp_emit_histc)
 /* nms.c */
 TP_DECLARE_OP(tp_infer_nms, tp_emit_nms)
+/* module.c */
+TP_DECLARE_OP(tp_infer_call_module, tp_emit_call_module)
 /* triangular.c */
 TP_DECLARE_OP(tp_infer_triangular, tp_emit_triangular)
 TP_DECLARE_OP(tp_infer_band, tp_emit_band)

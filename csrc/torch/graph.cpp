@@ -53,7 +53,8 @@ static const char* describe(const py::object& op, const py::args& args, const py
   const std::string& full = schema.name();
   // Table rows name aten ops without their namespace, others with it.
   bool aten = full.rfind("aten::", 0) == 0;
-  if (!aten && full.rfind("_c10d_functional::", 0) != 0) return "not an aten op";
+  if (!aten && full.rfind("_c10d_functional::", 0) != 0 && full.rfind("torch_pjrt::", 0) != 0)
+    return "not an aten op";
   std::string name = aten ? full.substr(6) : full;
   if (!schema.overload_name().empty()) name += "." + schema.overload_name();
   tp_op_variant_t variant = TP_VARIANT_FUNCTIONAL;

@@ -387,6 +387,12 @@ struct TableKernel final : c10::OperatorKernel {
       for (c10::IValue& v : ret) torch::jit::push(*stack, std::move(v));
       return;
     }
+    // An op returning a list (torch_pjrt::call_module) returns its outputs as one.
+    if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::ListType) {
+      std::vector<at::Tensor> list(outs.begin(), outs.begin() + c.n_out);
+      torch::jit::push(*stack, std::move(list));
+      return;
+    }
     // An op returning a bool (equal) computes it as a 0-d tensor; the caller gets its value.
     if (schema.returns().size() == 1 && schema.returns()[0].type()->kind() == c10::TypeKind::BoolType) {
       torch::jit::push(*stack, outs[0].item<bool>());
@@ -432,6 +438,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(torchvision, PrivateUse1, m) {
   for (int i = 0; i < tp_op_count; i++)
     if (const char* name = in_library(tp_op_table[i], "torchvision"))
+      m.impl(name, torch::CppFunction::makeFromBoxedFunctor(
+                       std::make_unique<TableKernel>(i, TP_VARIANT_FUNCTIONAL)));
+}
+
+// This package's own operators. call_module runs a registered StableHLO module (hlo/module.h,
+// torch_pjrt.kernels); its fake implementation, for tracing, is Python's (kernels.py).
+TORCH_LIBRARY(torch_pjrt, m) {
+  m.def("call_module(Tensor[] inputs, int module) -> Tensor[]");
+}
+
+TORCH_LIBRARY_IMPL(torch_pjrt, PrivateUse1, m) {
+  for (int i = 0; i < tp_op_count; i++)
+    if (const char* name = in_library(tp_op_table[i], "torch_pjrt"))
       m.impl(name, torch::CppFunction::makeFromBoxedFunctor(
                        std::make_unique<TableKernel>(i, TP_VARIANT_FUNCTIONAL)));
 }

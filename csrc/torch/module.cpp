@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "exec/bucket.h"
+#include "hlo/module.h"
 #include "runtime/executable.h"
 }
 
@@ -70,6 +71,36 @@ py::list native_ops() {
   return l;
 }
 
+// A StableHLO module for torch_pjrt::call_module: registered (checked), its id.
+int64_t register_module(const std::string& text) {
+  int64_t id = -1;
+  tp_status_t* st = tp_hlo_module_register(text.c_str(), &id);
+  if (st && tp_status_code(st) == TP_INVALID_ARGUMENT) {
+    std::string msg = tp_status_message(st);
+    tp_status_free(st);
+    throw py::value_error(msg);
+  }
+  check(st);
+  return id;
+}
+
+// Module |id|'s @main: {"params": [(dtype name, sizes)], "results": [...]}.
+py::dict module_signature(int64_t id) {
+  const tp_hlo_module_t* m = tp_hlo_module_lookup(id);
+  if (!m) throw py::key_error("no StableHLO module registered under " + std::to_string(id));
+  auto types = [](const tp_hlo_type_t* t, int n) {
+    py::list l;
+    for (int i = 0; i < n; i++)
+      l.append(py::make_tuple(tp_dtype_name(t[i].dtype),
+                              std::vector<int64_t>(t[i].dims, t[i].dims + t[i].ndim)));
+    return l;
+  };
+  py::dict d;
+  d["params"] = types(m->sig.params, m->sig.n_params);
+  d["results"] = types(m->sig.results, m->sig.n_results);
+  return d;
+}
+
 py::dict plugin_info() {
   tp_client_t* c = client();
   py::dict d;
@@ -113,6 +144,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("stats", &stats);
   m.def("reset_stats", &reset_stats);
   m.def("native_ops", &native_ops);
+  m.def("register_module", &register_module);
+  m.def("module_signature", &module_signature);
   // The size a shape bucket rounds |n| up to (n itself when buckets are off, or n <= 1).
   m.def("bucket_size", [](int64_t n) { return tp_bucket_size(n); });
   m.def("bucket_enabled", [] { return tp_bucket_enabled(); });

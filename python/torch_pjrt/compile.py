@@ -194,6 +194,11 @@ class _Partition:
             outs = self._foreach(node.target, args, kwargs)
         elif node.target is torch.ops.aten.cat.default and len(args[0]) > _CAT_CHUNK:
             outs = self._long_cat(*args, **kwargs)
+        elif node.target.namespace == "torch_pjrt_kernels":  # a custom kernel: its module
+            from . import kernels
+            module = kernels.module_for_node(node.target._schema.name.split("::")[1],
+                                             [_val(a) for a in node.args[0]])
+            outs = self.graph.node(torch.ops.torch_pjrt.call_module.default, args[0], module)
         elif node.target is torch.ops.aten.lift_fresh_copy.default:  # a tensor constant's copy
             outs = self.graph.node(torch.ops.aten.clone.default, *args)
         elif node.target is torch.ops.aten.as_strided.default and _same_layout(node):

@@ -85,7 +85,8 @@ static void test_module_signature_and_functions(void) {
   tp_hlo_builder_t *b;
   CHECK_OK(tp_hlo_builder_create(&b));
   CHECK_OK(tp_hlo_module_functions(kJaxModule, "k1_", &f));
-  tp_hlo_add_functions(b, f);
+  tp_hlo_add_functions(b, 1, f);
+  tp_hlo_add_functions(b, 1, f); /* once per key */
   free(f);
   tp_hlo_value_t x = tp_hlo_param(b, TP_DTYPE_F32, 2, (int64_t[]){4, 8}, -1);
   tp_hlo_value_t w = tp_hlo_param(b, TP_DTYPE_BF16, 1, (int64_t[]){8}, -1);
@@ -96,8 +97,20 @@ static void test_module_signature_and_functions(void) {
   char *text = NULL;
   CHECK_OK(tp_hlo_finish(b, r, 2, &text));
   CHECK(text && strstr(text, "func.call @k1_main(") && strstr(text, "func.func private @k1_helper"));
+  CHECK(text && strstr(strstr(text, "func.func private @k1_helper") + 1, "func.func private @k1_helper") == NULL);
   free(text);
   tp_hlo_builder_free(b);
+
+  /* The registry: one id per text, the same again; a bad module refused with its reason. */
+  int64_t id = -1, again = -2;
+  CHECK_OK(tp_hlo_module_register(kJaxModule, &id));
+  CHECK_OK(tp_hlo_module_register(kJaxModule, &again));
+  CHECK(id >= 0 && id == again);
+  const tp_hlo_module_t *m = tp_hlo_module_lookup(id);
+  CHECK(m && m->sig.n_params == 2 && strstr(m->functions, m->main) && tp_hlo_module_lookup(id + 1) == NULL);
+  st = tp_hlo_module_register("not a module", &id);
+  CHECK(st && strstr(tp_status_message(st), "no function @main") && id == -1);
+  tp_status_free(st);
 }
 
 int main(void) {
