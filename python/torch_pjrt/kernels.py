@@ -184,8 +184,14 @@ def jax_op(fn, *, name=None):
         return _C.register_module(_export(jax, jax.jit(vjp), specs + tuple(out_specs(specs)),
                                           name + " (vjp)"))
 
+    modules = {}  # (dtype, shape) per input -> module id: an eager call's one lookup
+
     def module_for(inputs):
-        return forward_module(spec(inputs))
+        key = tuple((t.dtype, tuple(t.shape)) for t in inputs)
+        module = modules.get(key)
+        if module is None:
+            module = modules[key] = forward_module(spec(inputs))
+        return module
 
     def fake(inputs):
         device = inputs[0].device if inputs else torch.device("tpu")

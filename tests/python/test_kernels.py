@@ -168,3 +168,16 @@ def test_bad_modules_and_inputs_raise_clear_errors():
     # The process is fine afterwards.
     assert_same(bitwise(torch.ones(3, dtype=torch.int32, device="tpu")),
                 torch.full((3,), -2, dtype=torch.int32))
+
+
+def test_torch_export_sees_the_kernel():
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            return GELU_MM(x, w) * 2
+
+    torch.manual_seed(2)
+    x, w = torch.randn(4, 8), torch.randn(8, 16)
+    ep = torch.export.export(M(), (x.to("tpu"), w.to("tpu")))
+    assert "torch_pjrt_kernels.gelu_mm" in ep.graph_module.code
+    assert_same(ep.module()(x.to("tpu"), w.to("tpu")), F.gelu(x @ w, approximate="tanh") * 2,
+                rtol=1e-5, atol=1e-5)
