@@ -53,10 +53,11 @@ def _check_name(name):
     return name
 
 
-def _define(name, module_for, fake, backward, exports):
+def _define(name, module_for, fake, vjp_for, exports):
     """torch_pjrt_kernels::|name|(Tensor[] inputs) -> Tensor[]: on tpu, the module |module_for|
-    gives for the inputs' signature; |fake| gives the outputs' shapes; |backward|, if given,
-    (inputs, outputs, grads) -> grads of the inputs (else a backward through it raises)."""
+    gives for the inputs' signature; |fake| gives the outputs' shapes; |vjp_for|, if given, the
+    module of its VJP for the inputs' signature (inputs, then a gradient per output -> a gradient
+    per input); else a backward through it raises."""
     _LIB.define(f"{name}(Tensor[] inputs) -> Tensor[]")
     qualified = f"torch_pjrt_kernels::{name}"
 
@@ -68,9 +69,13 @@ def _define(name, module_for, fake, backward, exports):
 
     torch.library.impl(qualified, "PrivateUse1", lib=_LIB)(run)
     torch.library.register_fake(qualified, lib=_LIB)(fake)
-    if backward is None:
-        def backward(inputs, outputs, grads):
+
+    def backward(inputs, outputs, grads):
+        if vjp_for is None:
             raise RuntimeError(f"{qualified} has no backward: give stablehlo_op a vjp module")
+        grads = [torch.zeros_like(o) if g is None else g for g, o in zip(grads, outputs)]
+        return call_module(vjp_for(inputs), *inputs, *grads)
+
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs[0], *output)
         ctx.n = len(inputs[0])
@@ -108,7 +113,7 @@ def stablehlo_op(module_text, *, name, vjp=None):
     differentiable."""
     module = _C.register_module(module_text)  # a bad module raises here, saying why
     params, results = _signature(module)
-    backward = None
+    vjp_for = None
     if vjp is not None:
         vjp_module = _C.register_module(vjp)
         want = (params + results, params)
@@ -117,10 +122,7 @@ def stablehlo_op(module_text, *, name, vjp=None):
                              f"and return {_describe(want[1])}; its @main takes "
                              f"{_describe(_signature(vjp_module)[0])} and returns "
                              f"{_describe(_signature(vjp_module)[1])}")
-
-        def backward(inputs, outputs, grads):
-            grads = [torch.zeros_like(o) if g is None else g for g, o in zip(grads, outputs)]
-            return call_module(vjp_module, *inputs, *grads)
+        vjp_for = lambda inputs: vjp_module  # noqa: E731  (module_for checked the inputs)
 
     def module_for(inputs):
         got = [(t.dtype, tuple(t.shape)) for t in inputs]
@@ -134,7 +136,7 @@ def stablehlo_op(module_text, *, name, vjp=None):
         device = inputs[0].device if inputs else torch.device("tpu")
         return [torch.empty(s, dtype=d, device=device) for d, s in results]
 
-    return _define(_check_name(name), module_for, fake, backward, exports=lambda: 0)
+    return _define(_check_name(name), module_for, fake, vjp_for, exports=lambda: 0)
 
 
 def _describe(sig):
@@ -169,7 +171,8 @@ def jax_op(fn, *, name=None):
 
     @functools.lru_cache(maxsize=None)
     def out_specs(specs):
-        out = jax.eval_shape(jitted, *specs)
+        with jax.enable_x64(True):  # as exported
+            out = jax.eval_shape(jitted, *specs)
         return out if isinstance(out, (tuple, list)) else (out,)
 
     @functools.lru_cache(maxsize=None)
@@ -198,12 +201,13 @@ def jax_op(fn, *, name=None):
         return [torch.empty(tuple(o.shape), dtype=_torch_dtype(o.dtype), device=device)
                 for o in out_specs(spec(inputs))]
 
-    def backward(inputs, outputs, grads):
-        grads = [torch.zeros_like(o) if g is None else g for g, o in zip(grads, outputs)]
-        return call_module(backward_module(spec(inputs)), *inputs, *grads)
+    def vjp_for(inputs):
+        return backward_module(spec(inputs))
 
-    return _define(name, module_for, fake, backward, exports=lambda: (
-        forward_module.cache_info().currsize + backward_module.cache_info().currsize))
+    def exports():
+        return forward_module.cache_info().currsize + backward_module.cache_info().currsize
+
+    return _define(name, module_for, fake, vjp_for, exports)
 
 
 def _jax_dtype(jax, dtype):
