@@ -1093,12 +1093,15 @@ def merge(out_dir, md_path):
 
 def updated(path, meta, records, names, order):
     """The existing file at `path` with the records of the entries `names` replaced by `records`;
-    its own metadata kept, with this run listed under "updates"."""
+    its own metadata kept but the native op table (this run's), with this run listed under
+    "updates"."""
     if not os.path.exists(path):
         raise SystemExit(f"--update: no {path} to update; run the tier in full first")
     with open(path) as f:
         doc = json.load(f)
     kept = [r for r in doc.pop("cases") if r["op"] not in names]
+    if "native_ops" in meta:  # the op table as it is now, not as the first run found it
+        doc["native_ops"] = meta["native_ops"]
     doc["updates"] = doc.get("updates", []) + [dict(command=meta["command"], date=meta["date"],
                                                     entries=len(names), seconds=meta["seconds"])]
     merged = sorted(kept + records, key=lambda r: order.get(r["op"], len(order)))  # stable within an op
