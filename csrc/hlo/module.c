@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+
 static tp_status_t *bad(const char *what) {
   return tp_make_status(TP_INVALID_ARGUMENT, "StableHLO module: %s", what);
 }
@@ -304,71 +306,63 @@ tp_status_t *tp_hlo_module_functions(const char *text, const char *prefix, char 
 
 /* ---- the registry ---- */
 
+/* g_lock guards g_modules, g_n and g_cap; a registered module is never changed or freed, so a
+ * pointer lookup returns stays valid without it. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static tp_hlo_module_t **g_modules; /* never freed: ids stay valid for the process's life */
+static tp_hlo_module_t **g_modules;
 static size_t g_n, g_cap;
 
-static int64_t text_id(const char *text) {
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-  for (const unsigned char *p = (const unsigned char *)text; *p; p++) h = (h ^ *p) * 0x100000001b3ull;
-  return (int64_t)(h >> 1);
-}
-
-static const tp_hlo_module_t *find(int64_t id) {
+static tp_hlo_module_t *find_locked(int64_t id) {
   for (size_t i = 0; i < g_n; i++)
     if (g_modules[i]->id == id) return g_modules[i];
   return NULL;
 }
 
+static void module_free(tp_hlo_module_t *m) {
+  free(m->functions);
+  free(m->text);
+  free(m);
+}
+
 tp_status_t *tp_hlo_module_register(const char *text, int64_t *out_id) {
   *out_id = -1;
-  const int64_t id = text_id(text);
-  pthread_mutex_lock(&g_lock);
-  const tp_hlo_module_t *known = find(id);
-  pthread_mutex_unlock(&g_lock);
-  if (known) {
-    if (strcmp(known->text, text) != 0)
-      return tp_make_status(TP_INTERNAL, "two StableHLO modules share the id %" PRId64, id);
-    *out_id = id;
-    return NULL;
-  }
   tp_hlo_module_t *m = calloc(1, sizeof(*m));
   if (!m) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
-  m->id = id;
+  m->id = (int64_t)(tp_hash_bytes(text, strlen(text), 0x6d6f64756c65ull) >> 1);
   char prefix[24];
-  snprintf(prefix, sizeof(prefix), "k%016" PRIx64 "_", (uint64_t)id);
+  snprintf(prefix, sizeof(prefix), "k%016" PRIx64 "_", (uint64_t)m->id);
   snprintf(m->main, sizeof(m->main), "%smain", prefix);
   tp_status_t *st = tp_hlo_module_signature(text, &m->sig);
   if (!st) st = tp_hlo_module_functions(text, prefix, &m->functions);
   if (!st && !(m->text = strdup(text))) st = tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
   if (st) {
-    free(m->functions);
-    free(m);
+    module_free(m);
     return st;
   }
   pthread_mutex_lock(&g_lock);
-  if (!find(id) && g_n == g_cap) {
+  const tp_hlo_module_t *known = find_locked(m->id);
+  if (!known && g_n == g_cap) {
     size_t cap = g_cap ? 2 * g_cap : 16;
     tp_hlo_module_t **d = realloc(g_modules, cap * sizeof(*d));
     if (d) g_modules = d, g_cap = cap;
   }
-  bool added = false;
-  if (!find(id) && g_n < g_cap) g_modules[g_n++] = m, added = true;
-  const bool known_now = find(id) != NULL;
+  const bool added = !known && g_n < g_cap;
+  if (added) g_modules[g_n++] = m;
   pthread_mutex_unlock(&g_lock);
-  if (!added) { /* another thread registered it first, or no memory */
-    free(m->functions);
-    free(m->text);
-    free(m);
-    if (!known_now) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  if (!added) { /* registered before (the same text, or a hash collision), or no memory */
+    const bool same = known && strcmp(known->text, text) == 0;
+    const int64_t id = m->id;
+    module_free(m);
+    if (!known) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+    if (!same) return tp_make_status(TP_INTERNAL, "two StableHLO modules share the id %" PRId64, id);
   }
-  *out_id = id;
+  *out_id = known ? known->id : m->id;
   return NULL;
 }
 
 const tp_hlo_module_t *tp_hlo_module_lookup(int64_t id) {
   pthread_mutex_lock(&g_lock);
-  const tp_hlo_module_t *m = find(id);
+  const tp_hlo_module_t *m = find_locked(id);
   pthread_mutex_unlock(&g_lock);
   return m;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/hash.h" /* tp_hash_bytes: the cache's keys' hash */
 #include "base/status.h"
 #include "runtime/client.h"
 #include "runtime/executable.h"
@@ -31,9 +32,6 @@ tp_status_t *tp_exec_cache_create(tp_client_t *client, const char *disk_dir, siz
                                   const char *codegen_id, tp_exec_cache_t **out_cache,
                                   char **out_warning);
 void tp_exec_cache_free(tp_exec_cache_t *cache);
-
-/* 64-bit FNV-1a; the cache's and the signature's hash. */
-uint64_t tp_hash_bytes(const void *data, size_t size, uint64_t seed);
 
 /* Looks |key| up in memory, then on disk. Returns a new reference or NULL. */
 tp_executable_t *tp_exec_cache_lookup(tp_exec_cache_t *cache, const void *key, size_t key_size,
