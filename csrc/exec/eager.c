@@ -7,6 +7,7 @@
 
 #include "exec/bucket.h"
 #include "exec/exec.h"
+#include "exec/fused.h"
 #include "exec/key.h"
 #include "exec/program.h"
 #include "exec/scalars.h"
@@ -23,7 +24,6 @@ typedef struct {
   int64_t numel;
   int param;       /* parameter index, or -1 */
   int output;      /* output index, or -1 */
-  bool retyped;    /* an output writes it as another dtype than its buffer's */
   tp_dtype_t new_dtype; /* buffer dtype after the program */
   int64_t new_numel;
 } slot_t;
@@ -63,61 +63,33 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
   tp_hlo_builder_t *b = NULL;
   TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
   /* Parameters: storages first (in slot order), then scalars (in argument order). */
-  tp_hlo_value_t arrays[MAX_STORAGES];
+  tp_hlo_value_t cur[MAX_STORAGES];
+  bool has[MAX_STORAGES] = {false};
+  tp_storage_t *storages[MAX_STORAGES];
   for (int i = 0; i < p->n_slots; i++) {
     const slot_t *sl = &p->slots[i];
+    storages[i] = sl->storage;
     /* A storage the program reads and replaces gives its buffer to the result when the two
      * are the same size (a buffer longer than its storage, bucket.h, is replaced by one that
      * is not). */
     bool donate = sl->output >= 0 && (size_t)sl->numel * tp_dtype_size(sl->dtype) ==
                                          (size_t)sl->new_numel * tp_dtype_size(sl->new_dtype);
-    if (sl->param >= 0) arrays[i] = tp_hlo_param(b, sl->dtype, 1, &sl->numel, donate ? sl->output : -1);
-  }
-  tp_op_arg_t op_args[TP_MAX_ARGS];
-  tp_hlo_value_t in[TP_MAX_ARGS];
-  memset(in, 0, sizeof(in));
-  for (int i = 0; i < n_args; i++) {
-    const tp_eager_arg_t *a = &args[i];
-    op_args[i] = a->arg;
-    if (a->arg.kind == TP_ARG_SCALAR) {
-      in[i] = tp_hlo_param(b, a->arg.scalar_dtype, 0, NULL, -1);
-    } else if (a->arg.kind == TP_ARG_TENSOR) {
-      const slot_t *sl = &p->slots[p->arg_slot[i]];
-      in[i] = tp_program_read_view(
-          b, tp_program_storage(b, sl->has_buffer ? &arrays[p->arg_slot[i]] : NULL, sl->storage,
-                                a->view.dtype),
-          &a->view);
+    if (sl->param >= 0) {
+      cur[i] = tp_hlo_param(b, sl->dtype, 1, &sl->numel, donate ? sl->output : -1);
+      has[i] = true;
     }
   }
-  tp_hlo_value_t results[TP_MAX_OUTS];
-  op->emit(op, b, op_args, n_args, in, out_metas, results);
-  /* Write each result into its storage's new contents. */
-  tp_hlo_value_t next[MAX_STORAGES];
-  bool started[MAX_STORAGES] = {false};
-  for (int k = 0; k < n_out; k++) {
-    int si = p->out_slot[k];
-    const slot_t *sl = &p->slots[si];
-    const tp_view_t *v = &outs[k];
-    tp_hlo_value_t val = tp_hlo_convert(b, results[k], v->dtype);
-    if (!sl->partial) {
-      int64_t perm[TP_MAX_DIMS];
-      if (!tp_view_is_whole(v) && tp_view_is_whole_permuted(v, perm))
-        val = tp_hlo_transpose(b, val, perm); /* into the order the storage holds the dims */
-      next[si] = tp_program_to_storage(b, val);
-      started[si] = true;
-      continue;
-    }
-    if (!started[si]) {
-      next[si] = tp_program_storage(b, sl->has_buffer ? &arrays[si] : NULL, sl->storage, v->dtype);
-      started[si] = true;
-    }
-    next[si] = tp_program_write_view(b, tp_program_as_dtype(b, next[si], v->dtype, (int64_t)tp_storage_nbytes(sl->storage)), v, val);
-  }
+  tp_hlo_value_t scalars[TP_MAX_ARGS];
+  for (int i = 0, n = 0; i < n_args; i++)
+    if (args[i].arg.kind == TP_ARG_SCALAR)
+      scalars[n++] = tp_hlo_param(b, args[i].arg.scalar_dtype, 0, NULL, -1);
+  tp_program_emit_call(b, op, args, n_args, p->arg_slot, scalars, out_metas, outs, p->out_slot,
+                       n_out, storages, cur, has);
   tp_hlo_value_t results_out[MAX_STORAGES + 1];
   int n_results = 0;
   for (int i = 0; i < p->n_slots; i++)
     if (p->slots[i].output >= 0)
-      results_out[p->slots[i].output] = tp_program_to_storage(b, next[i]), n_results++;
+      results_out[p->slots[i].output] = tp_program_to_storage(b, cur[i]), n_results++;
   if (tp_hlo_check_flag(b, &results_out[n_results])) n_results++; /* last: the index check */
   tp_status_t *st = tp_hlo_finish(b, results_out, n_results, out_text);
   tp_hlo_builder_free(b);
@@ -162,13 +134,7 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     int si = plan_slot(p, outs[k].storage);
     slot_t *sl = &p->slots[si];
     p->out_slot[k] = si;
-    /* A write of the whole storage, in order or permuted (a channels-last output), replaces it. */
-    if (sl->written || !(tp_view_is_whole(&outs[k]) || tp_view_is_whole_permuted(&outs[k], NULL)))
-      sl->partial = true;
     sl->written = true;
-    sl->new_dtype = tp_dtype_storage(outs[k].dtype);
-    sl->new_numel = tp_storage_elems(sl->storage, sl->new_dtype);
-    sl->retyped = sl->retyped || !sl->has_buffer || outs[k].dtype != sl->dtype;
     if ((size_t)tp_storage_elems(sl->storage, outs[k].dtype) * tp_dtype_size(outs[k].dtype) !=
         tp_storage_nbytes(sl->storage))
       return tp_make_status(TP_UNIMPLEMENTED,
@@ -177,9 +143,12 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
   }
   for (int i = 0; i < p->n_slots; i++) {
     slot_t *sl = &p->slots[i];
-    /* Partial writes of a buffer in its own type keep its length (it may hold more elements
-     * than the storage: bucket.h); anything else leaves exactly the storage. */
-    if (sl->partial && !sl->retyped) sl->new_numel = sl->numel;
+    if (sl->written) {
+      /* A write of the whole storage, in order or permuted (a channels-last output), replaces it. */
+      sl->partial = tp_program_slot_partial(outs, p->out_slot, n_out, i);
+      tp_program_slot_after(sl->storage, sl->has_buffer, sl->dtype, sl->numel, outs, p->out_slot,
+                            n_out, i, &sl->new_dtype, &sl->new_numel);
+    }
     if (sl->has_buffer && (sl->read || sl->partial)) sl->param = p->n_params++;
     if (sl->written) sl->output = p->n_outputs++;
   }
@@ -258,6 +227,8 @@ static tp_status_t *run_locked(int op, tp_eager_arg_t *args, int n_args,
                             d->name, tp_storage_device(outs[k].storage), device);
     device = tp_storage_device(outs[k].storage);
   }
+  if (tp_fused_on()) /* recorded into the open region, with exact shapes (no buckets) */
+    return tp_fused_record(op, args, n_args, out_metas, outs, n_out, device < 0 ? 0 : device);
   bool bucketed = false;
   TP_RETURN_IF_ERROR(tp_bucket_run(op, args, n_args, out_metas, outs, n_out, device < 0 ? 0 : device,
                                    &bucketed));
@@ -334,7 +305,9 @@ tp_status_t *tp_eager_run(int op, tp_eager_arg_t *args, int n_args, const tp_met
                             "result type %s can't be cast to the desired output type %s",
                             tp_dtype_name(out_metas[k].dtype), tp_dtype_name(outs[k].dtype));
   }
-  tp_exec_lock();
+  /* Fused mode records into the open region, which the plain lock would run. */
+  if (tp_fused_on()) tp_exec_lock_keeping_region();
+  else tp_exec_lock();
   tp_status_t *st = run_locked(op, args, n_args, out_metas, outs, n_out);
   tp_exec_unlock();
   return st;
@@ -468,9 +441,9 @@ tp_status_t *tp_eager_host_alias(const tp_view_t *v, void **out_ptr) {
     return NULL;
   tp_exec_lock();
   PJRT_Buffer *buf = tp_storage_buffer(v->storage);
-  tp_status_t *st = NULL;
+  tp_status_t *st = tp_fused_take_error();
   void *base = NULL;
-  if (buf && tp_storage_buffer_dtype(v->storage) == v->dtype &&
+  if (!st && buf && tp_storage_buffer_dtype(v->storage) == v->dtype &&
       v->offset + tp_view_numel(v) <= tp_storage_buffer_numel(v->storage)) {
     /* Nothing enqueued may still read the old contents or write new ones. */
     st = tp_client_synchronize(c);
@@ -488,6 +461,11 @@ tp_status_t *tp_eager_copy_to_host(const tp_view_t *src, void *data) {
   size_t nbytes = (size_t)tp_view_numel(src) * tp_dtype_size(src->dtype);
   /* The lock keeps another thread from donating the buffer while it is read. */
   tp_exec_lock();
+  tp_status_t *failed = tp_fused_take_error(); /* a region's, run by this lock */
+  if (failed) {
+    tp_exec_unlock();
+    return failed;
+  }
   PJRT_Buffer *buf = tp_storage_buffer(src->storage);
   bool direct = tp_view_is_whole(src) &&
                 (!buf || tp_storage_buffer_dtype(src->storage) == tp_dtype_storage(src->dtype));

@@ -1,6 +1,8 @@
 /* The executors' shared state and the one path from a program key to an executable. See exec.h. */
 #include "exec/exec.h"
 
+#include "exec/fused.h"
+
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
@@ -11,6 +13,8 @@
 #include <time.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "exec/fused.h"
 
 static struct {
   tp_client_t *client;
@@ -117,11 +121,29 @@ tp_status_t *tp_exec_unavailable(void) {
                           "multiprocessing, you must use the 'spawn' start method");
   return tp_make_status(TP_FAILED_PRECONDITION, "the tpu runtime is not initialized");
 }
-void tp_exec_lock(void) {
+void tp_exec_lock_keeping_region(void) {
   pthread_mutex_lock(&g_lock_mu);
   while (g_locked) pthread_cond_wait(&g_lock_free, &g_lock_mu);
   g_locked = true;
   pthread_mutex_unlock(&g_lock_mu);
+}
+
+void tp_exec_lock(void) {
+  tp_exec_lock_keeping_region();
+  tp_fused_flush_kept();
+}
+
+tp_status_t *tp_exec_end_region(void) {
+  tp_exec_lock();
+  tp_status_t *st = tp_fused_take_error();
+  tp_exec_unlock();
+  return st;
+}
+
+tp_status_t *tp_exec_synchronize(void) {
+  if (!tp_exec_client()) return tp_exec_unavailable();
+  TP_RETURN_IF_ERROR(tp_exec_end_region());
+  return tp_client_synchronize(tp_exec_client());
 }
 
 bool tp_exec_locked(void) { return atomic_load_explicit(&g_locked, memory_order_relaxed); }

@@ -40,13 +40,23 @@ int tp_exec_device_count(void);
  * in a forked child. Caller owns the status. */
 tp_status_t *tp_exec_unavailable(void);
 
+/* Waits for everything enqueued (after running fused eager's open region) and returns an
+ * asynchronous failure, if any: what torch.tpu.synchronize() does. */
+tp_status_t *tp_exec_synchronize(void);
+/* Runs fused eager's open region, if any, and returns its failure: what an event's record
+ * does, so that the event follows the work recorded before it. */
+tp_status_t *tp_exec_end_region(void);
+
 /* Every execution waits for completion (errors point at the op that caused them). */
 void tp_exec_set_blocking(int blocking);
 int tp_exec_blocking(void);
 
 /* The executor lock: every program run and storage buffer swap happens under it. Not
- * recursive. Any thread may release it, so work can be handed on with it held (collective.c). */
+ * recursive. Any thread may release it, so work can be handed on with it held (collective.c).
+ * Taking it first runs fused eager's open region (fused.h), so whoever holds it sees every
+ * storage as the calls before made it; only the recorder takes it keeping the region open. */
 void tp_exec_lock(void);
+void tp_exec_lock_keeping_region(void);
 void tp_exec_unlock(void);
 /* Whether some thread holds the executor lock: what code that keeps static scratch (a key, a
  * plan, the bucket sites) asserts, since the lock is what makes that scratch one caller's. */

@@ -392,3 +392,68 @@ tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t
   return tp_hlo_constant_i(b, dt, v);
 }
 
+bool tp_program_slot_partial(const tp_view_t *outs, const int *out_slot, int n_out, int slot) {
+  int writes = 0;
+  for (int k = 0; k < n_out; k++) {
+    if (out_slot[k] != slot) continue;
+    if (++writes > 1 || !(tp_view_is_whole(&outs[k]) || tp_view_is_whole_permuted(&outs[k], NULL)))
+      return true;
+  }
+  return false;
+}
+
+void tp_program_slot_after(const tp_storage_t *s, bool has, tp_dtype_t dtype, int64_t numel,
+                           const tp_view_t *outs, const int *out_slot, int n_out, int slot,
+                           tp_dtype_t *new_dtype, int64_t *new_numel) {
+  bool retyped = !has;
+  for (int k = 0; k < n_out; k++)
+    if (out_slot[k] == slot) {
+      retyped = retyped || outs[k].dtype != dtype;
+      *new_dtype = tp_dtype_storage(outs[k].dtype);
+    }
+  *new_numel = tp_program_slot_partial(outs, out_slot, n_out, slot) && !retyped
+                   ? numel
+                   : tp_storage_elems(s, *new_dtype);
+}
+
+void tp_program_emit_call(tp_hlo_builder_t *b, const tp_op_def_t *op, const tp_eager_arg_t *args,
+                          int n_args, const int *arg_slot, const tp_hlo_value_t *scalars,
+                          const tp_meta_t *out_metas, const tp_view_t *outs, const int *out_slot,
+                          int n_out, tp_storage_t *const *storages, tp_hlo_value_t *cur, bool *has) {
+  tp_op_arg_t op_args[TP_MAX_ARGS];
+  tp_hlo_value_t in[TP_MAX_ARGS];
+  memset(in, 0, sizeof(in));
+  for (int i = 0, n_scalars = 0; i < n_args; i++) {
+    const tp_eager_arg_t *a = &args[i];
+    op_args[i] = a->arg;
+    if (a->arg.kind == TP_ARG_SCALAR) {
+      in[i] = scalars[n_scalars++];
+    } else if (a->arg.kind == TP_ARG_TENSOR) {
+      int s = arg_slot[i];
+      in[i] = tp_program_read_view(
+          b, tp_program_storage(b, has[s] ? &cur[s] : NULL, storages[s], a->view.dtype), &a->view);
+    }
+  }
+  tp_hlo_value_t results[TP_MAX_OUTS];
+  op->emit(op, b, op_args, n_args, in, out_metas, results);
+  /* Each result into its storage's new contents. */
+  for (int k = 0; k < n_out; k++) {
+    int s = out_slot[k];
+    const tp_view_t *v = &outs[k];
+    tp_hlo_value_t val = tp_hlo_convert(b, results[k], v->dtype);
+    if (!tp_program_slot_partial(outs, out_slot, n_out, s)) {
+      int64_t perm[TP_MAX_DIMS];
+      if (!tp_view_is_whole(v) && tp_view_is_whole_permuted(v, perm))
+        val = tp_hlo_transpose(b, val, perm); /* into the order the storage holds the dims */
+      cur[s] = tp_program_to_storage(b, val);
+      has[s] = true;
+      continue;
+    }
+    bool started = false; /* an earlier output of this call wrote the slot */
+    for (int j = 0; j < k; j++) started = started || out_slot[j] == s;
+    tp_hlo_value_t x = started ? cur[s] : tp_program_storage(b, has[s] ? &cur[s] : NULL, storages[s], v->dtype);
+    cur[s] = tp_program_write_view(
+        b, tp_program_as_dtype(b, x, v->dtype, (int64_t)tp_storage_nbytes(storages[s])), v, val);
+    has[s] = true;
+  }
+}

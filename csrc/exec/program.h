@@ -4,6 +4,7 @@
 #ifndef TP_EXEC_PROGRAM_H_
 #define TP_EXEC_PROGRAM_H_
 
+#include "exec/eager.h"
 #include "exec/view.h"
 #include "hlo/builder.h"
 #include "ops/op.h"
@@ -23,6 +24,25 @@ tp_hlo_value_t tp_program_read_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const
 /* Writes |value| (v's sizes and dtype) into the 1-D array |x| of v's dtype at view |v|. */
 tp_hlo_value_t tp_program_write_view(tp_hlo_builder_t *b, tp_hlo_value_t x, const tp_view_t *v,
                                      tp_hlo_value_t value);
+/* Whether a call's writes leave part of storage |slot|'s old contents: one of its outputs on
+ * the slot (|out_slot|) is not the whole storage (in order or permuted), or two are. */
+bool tp_program_slot_partial(const tp_view_t *outs, const int *out_slot, int n_out, int slot);
+/* What storage |slot|'s buffer is after a call writing it (|outs|, |out_slot|), given what it
+ * was (|has|: a buffer of |dtype| and |numel| elements): partial writes in the buffer's own type
+ * keep its length (it may hold more than the storage: bucket.h); anything else leaves exactly the
+ * storage, in the last output's storage type. */
+void tp_program_slot_after(const tp_storage_t *s, bool has, tp_dtype_t dtype, int64_t numel,
+                           const tp_view_t *outs, const int *out_slot, int n_out, int slot,
+                           tp_dtype_t *new_dtype, int64_t *new_numel);
+/* Emits one op call: reads its tensor arguments (|args[i].view|) out of the current contents of
+ * their storages' slots (|arg_slot|; |cur[s]| when |has[s]|, else zeros of |storages[s]|'s
+ * size), takes scalar arguments from |scalars| (in argument order), runs the op's emitter, and
+ * writes each result through its view (|outs|) into its slot's contents, updating |cur| and
+ * |has|. Both executors assemble programs from this: eager one call, fused a region of them. */
+void tp_program_emit_call(tp_hlo_builder_t *b, const tp_op_def_t *op, const tp_eager_arg_t *args,
+                          int n_args, const int *arg_slot, const tp_hlo_value_t *scalars,
+                          const tp_meta_t *out_metas, const tp_view_t *outs, const int *out_slot,
+                          int n_out, tp_storage_t *const *storages, tp_hlo_value_t *cur, bool *has);
 /* Scalar |a| as a program constant of a->scalar_dtype (converted as a scalar input would be). */
 tp_hlo_value_t tp_program_scalar_constant(tp_hlo_builder_t *b, const tp_op_arg_t *a);
 

@@ -115,6 +115,10 @@ static void storage_destroy(tp_storage_t *s) {
 
 TP_REF_FUNCTIONS(tp_storage_t, tp_storage, storage_destroy)
 
+bool tp_storage_shared(const tp_storage_t *s) {
+  return atomic_load_explicit(&((tp_storage_t *)s)->ref.count, memory_order_acquire) > 1;
+}
+
 void tp_storage_set_buffer(tp_storage_t *s, PJRT_Buffer *pjrt_buffer, tp_dtype_t dtype,
                            int64_t numel) {
   if (s->buffer && s->buffer != pjrt_buffer) tp_buffer_destroy(s->client, s->buffer);

@@ -7,6 +7,7 @@
 #ifndef TP_RUNTIME_STORAGE_H_
 #define TP_RUNTIME_STORAGE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,9 @@ tp_status_t *tp_storage_create(tp_client_t *client, int device, size_t nbytes,
                                tp_storage_t **out_storage);
 void tp_storage_retain(tp_storage_t *s);
 void tp_storage_release(tp_storage_t *s);
+/* Whether someone besides the caller (who holds a reference) holds |s|: how a recorder that
+ * retains a storage learns its owner let it go (exec/fused.h). */
+bool tp_storage_shared(const tp_storage_t *s);
 
 /* Accessors (borrow): the device; the size PyTorch asked for; the reserved, never-mapped host
  * address range PyTorch uses as its data_ptr (NULL when nbytes is 0); the buffer (NULL until the

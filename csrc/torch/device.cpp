@@ -206,7 +206,7 @@ struct TpuAllocator final : c10::DeviceAllocator {
   void emptyCache(c10::MempoolId_t) override {
     // Memory an in-flight program still holds is released when it completes: wait for that;
     // then the CPU plugin's freed buffers kept for reuse go back to the system.
-    if (tp_exec_client()) check(tp_client_synchronize(tp_exec_client()));
+    if (tp_exec_client()) check(tp_exec_synchronize());
     tp_client_release_cached_memory();
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
@@ -420,6 +420,7 @@ struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream&, const c10::DeviceIndex,
               const c10::EventFlag) const override {
     if (!*event) *event = new Marker();
+    check(tp_exec_end_region());
     tp_client_mark(client(), &static_cast<Marker*>(*event)->m);
   }
   void block(void*, const c10::Stream&) const override {
@@ -447,9 +448,13 @@ struct TpuGuard final : c10::impl::DeviceGuardImplInterface {
     tp_client_mark(client(), &m);
     return tp_client_marker_done(client(), &m);
   }
-  void synchronizeStream(const c10::Stream&) const override { check(tp_client_synchronize(client())); }
+  void synchronizeStream(const c10::Stream&) const override {
+    client();
+    check(tp_exec_synchronize());
+  }
   void synchronizeDevice(const c10::DeviceIndex) const override {
-    check(tp_client_synchronize(client()));
+    client();
+    check(tp_exec_synchronize());
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };

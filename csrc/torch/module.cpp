@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "exec/bucket.h"
+#include "exec/fused.h"
 #include "hlo/module.h"
 #include "runtime/executable.h"
 }
@@ -45,6 +46,13 @@ py::dict stats() {
   py::dict fb;
   for (const auto& [name, n] : fallback_counts()) fb[py::str(name)] = n;
   d["fallbacks"] = fb;
+  tp_fused_stats_t f{};
+  tp_fused_stats(&f);
+  d["fused_regions"] = f.regions;
+  d["fused_ops"] = f.ops;
+  d["fused_compiles"] = f.compiles;
+  d["fused_cache_hits"] = f.hits;
+  d["fused_max_ops"] = f.max_ops;
   d["graph_runs"] = graph_runs();
   d["graph_compiles"] = graph_compiles();
   tp_exec_cache_t* c = tp_exec_cache();
@@ -56,6 +64,7 @@ void reset_stats() {
   if (tp_exec_client()) tp_runtime_stats_reset(tp_exec_client());
   tp_exec_reset_new_shape_compiles();
   tp_bucket_reset_stats();
+  tp_fused_reset_stats();
   reset_graph_stats();
   reset_fallback_counts();
 }
@@ -169,9 +178,20 @@ PYBIND11_MODULE(_C, m) {
     g_current_device = static_cast<c10::DeviceIndex>(d);
   });
   m.def("synchronize", [] {
+    client();
     py::gil_scoped_release no_gil;
-    check(tp_client_synchronize(client()));
+    check(tp_exec_synchronize());
   });
+  m.def("set_fused", [](bool on) {
+    py::gil_scoped_release no_gil;
+    check(tp_fused_set(on));
+  });
+  m.def("fused", [] { return tp_fused_on(); });
+  m.def("end_region", [] {
+    py::gil_scoped_release no_gil;
+    check(tp_exec_end_region());
+  });
+  m.def("set_fused_max_ops", [](int n) { tp_fused_set_max_ops(n); });
   m.def("device_name", [](int d) { return std::string(tp_client_device_kind(client(), d)); });
   m.def("memory_allocated", [](int d) { return tp_storage_bytes_in_use(client(), d); });
   m.def("max_memory_allocated", [](int d) { return tp_storage_peak_bytes(client(), d); });

@@ -247,7 +247,10 @@ struct Stubs final : torch::profiler::impl::ProfilerStubs {
   void onEachDevice(std::function<void(int)> op) const override {
     for (int d = 0; d < tp_exec_device_count(); d++) op(d);
   }
-  void synchronize() const override { check(tp_client_synchronize(client())); }
+  void synchronize() const override {
+    client();
+    check(tp_exec_synchronize());
+  }
 };
 
 struct RegisterStubs {

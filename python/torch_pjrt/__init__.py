@@ -26,6 +26,7 @@ def _autoload():
 
 
 import torch  # noqa: E402
+import torch.optim.optimizer as _optimizer  # noqa: E402
 
 from . import _plugins
 
@@ -47,6 +48,17 @@ def _cache_dir():
     return "" if v.strip() in ("", "0") else v
 
 
+def _set_eager_mode_from_env(_C):
+    mode = os.environ.get("TORCH_PJRT_EAGER", "strict").strip().lower() or "strict"
+    if mode not in ("strict", "fused"):
+        raise ValueError(f"TORCH_PJRT_EAGER={mode!r}: expected 'strict' or 'fused'")
+    max_ops = os.environ.get("TORCH_PJRT_FUSED_MAX_OPS")
+    if max_ops:
+        _C.set_fused_max_ops(int(max_ops))
+    if mode == "fused" and _init_error is None:
+        _C.set_fused(True)
+
+
 def _init():
     global _init_error
     from . import _C  # the native core; an ImportError here is a broken build, so let it raise
@@ -59,6 +71,7 @@ def _init():
         _C.set_init_error(_init_error)
         warnings.warn(f"torch_pjrt: the tpu device is unavailable: {_init_error}")
     _C.set_strict(_env_flag("TORCH_PJRT_STRICT"))
+    _set_eager_mode_from_env(_C)
     if _env_flag("TORCH_PJRT_QUIET_FALLBACK"):
         _C.set_fallback_warnings(False)
 
@@ -99,6 +112,14 @@ def _drain_autograd_device_threads():
         pass
 
 
+def _end_region_after_optimizer_step(optimizer, args, kwargs):
+    """In fused eager, a training step is one region: it ends with the optimizer's step (the
+    same call on every rank)."""
+    from . import _C
+    if _C.fused():
+        _C.end_region()
+
+
 def _C_initialized():
     from . import _C
     return _C.initialized()
@@ -106,6 +127,7 @@ def _C_initialized():
 
 _init()
 _register()
+_optimizer.register_optimizer_step_post_hook(_end_region_after_optimizer_step)
 atexit.register(_drain_autograd_device_threads)
 
 
@@ -117,7 +139,8 @@ def init_error():
 def stats():
     """Counters: compiles (compiles_new_shape of them for a program compiled before with other
     input sizes), memory_cache_hits, disk_cache_hits, executes, compile_seconds,
-    cached_executables, fallbacks (op name -> count) and collectives (transport -> collective ->
+    cached_executables, fused eager's (fused_regions run, fused_ops recorded in them,
+    fused_compiles, fused_cache_hits, fused_max_ops: the largest region), fallbacks (op name -> count) and collectives (transport -> collective ->
     count, torch_pjrt.distributed)."""
     from . import _C
     return {**_C.stats(), "collectives": _distributed().collective_counts() if _distributed() else {}}
@@ -178,6 +201,25 @@ def fallback_report():
     for name, n in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"  {name.ljust(width)}  {n}")
     return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def fused(enabled=True):
+    """Fused eager within the block: each op is checked at its call (shapes, dtypes, errors at
+    your line) but recorded, and the recorded region runs as one program when a value is needed
+    (a host read such as .item() or .cpu(), a CPU fallback, a collective, a compiled graph,
+    torch.tpu.synchronize(), an optimizer's step, the end of the block) or after TORCH_PJRT_FUSED_MAX_OPS ops (2048; past an eighth of that, at an op chosen by a hash
+    of what it does, so a loop's iterations repeat the same regions).
+    Results equal strict eager's within what a different XLA fusion allows. Regions that repeat
+    compile once: see stats()'s fused_* counters. TORCH_PJRT_EAGER=fused turns it on for the whole
+    process. The mode is process-wide (autograd's device threads record into the same region)."""
+    from . import _C
+    old = _C.fused()
+    _C.set_fused(enabled)
+    try:
+        yield
+    finally:
+        _C.set_fused(old)
 
 
 @contextlib.contextmanager

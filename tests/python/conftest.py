@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.join(_ROOT, "tools"))
 # caller's environment would turn the fallback tests upside down. (Read at `import torch`.)
 os.environ.pop("TORCH_PJRT_STRICT", None)
 os.environ.pop("TORCH_PJRT_QUIET_FALLBACK", None)
+os.environ.pop("TORCH_PJRT_EAGER", None)  # tests that count programs expect strict eager
 
 import pytest  # noqa: E402
 import torch  # noqa: E402  autoloads torch_pjrt through the torch.backends entry point
