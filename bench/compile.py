@@ -1,11 +1,12 @@
 """torch.compile(backend="tpu") against its peers, measured in one run.
 
 A small decoder-only transformer (embedding, 2 pre-norm blocks with causal SDPA and a GELU MLP,
-tied head) in two workloads:
+tied head) in two workloads, and a small CNN in a third:
   train: forward + cross-entropy + backward + AdamW step
   infer: forward under torch.no_grad
-each on four engines: "tpu" eager, "tpu" compiled (model and optimizer step), PyTorch CPU eager,
-PyTorch CPU torch.compile (Inductor). Prints steps/s (median of --reps timed rounds after warm-up,
+  cnn_train: the same training step for 3 conv-batchnorm-ReLU stages and a linear head
+each on five engines: "tpu" eager, "tpu" fused eager (each step in torch_pjrt.fused()), "tpu"
+compiled (model and optimizer step), PyTorch CPU eager, PyTorch CPU torch.compile (Inductor). Prints steps/s (median of --reps timed rounds after warm-up,
 the engines' rounds interleaved) and the ratios between them. PyTorch runs at --threads threads
 (default 1, the CPU plugin's compute threads): on a shared 2-core machine PyTorch's 2-thread path
 collapses whenever another process runs, and ratios taken so cannot be repeated.
@@ -59,6 +60,21 @@ class TinyLM(nn.Module):
         return self.ln(x) @ self.tok.weight.t()
 
 
+class SmallCNN(nn.Module):
+    def __init__(self, width=32, classes=10):
+        super().__init__()
+        layers, c = [], 3
+        for w in (width, 2 * width, 4 * width):
+            layers += [nn.Conv2d(c, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(),
+                       nn.MaxPool2d(2)]
+            c = w
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).mean((2, 3)))
+
+
 def make_engine(name, base, device):
     model = copy.deepcopy(base).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -78,6 +94,13 @@ def make_engine(name, base, device):
         with torch.no_grad():
             return fwd(idx)
 
+    if name == "tpu fused":
+        def fused(fn):
+            def step(*args):
+                with torch_pjrt.fused():
+                    return fn(*args)
+            return step
+        return {"train": fused(train), "infer": fused(infer)}
     return {"train": train, "infer": infer}
 
 
@@ -128,7 +151,11 @@ def main():
     vocab = cfg.get("vocab", 256)
     idx = torch.randint(0, vocab, (a.batch, seq))
     tgt = torch.randint(0, vocab, (a.batch, seq))
-    engines = ["tpu eager", "tpu compiled", "cpu eager", "cpu inductor"]
+    cnn = SmallCNN(**({"width": 8} if a.quick else {}))
+    images = torch.randn(a.batch, 3, 32, 32)
+    labels = torch.randint(0, 10, (a.batch,))
+    engines = ["tpu eager", "tpu fused", "tpu compiled", "cpu eager", "cpu inductor"]
+    works = ("train", "infer", "cnn_train")
     runs = {}
     for eng in engines:
         device = "tpu" if eng.startswith("tpu") else "cpu"
@@ -137,8 +164,13 @@ def main():
         for work in ("train", "infer"):
             warm(e[work], args, device)
             runs[(eng, work)] = (e[work], args, device)
+        fn = make_engine(eng, cnn, device)["train"]
+        args = (images.to(device), labels.to(device))
+        warm(fn, args, device)
+        runs[(eng, "cnn_train")] = (fn, args, device)
     # Rounds interleave the engines: a busy moment on the shared machine slows one round of
     # each, not every round of one engine.
+    before = torch_pjrt.stats()
     rates = {k: [] for k in runs}
     for _ in range(a.reps):
         for k, (fn, args, device) in runs.items():
@@ -147,22 +179,27 @@ def main():
     for (eng, work), r in results.items():
         print(f"  {eng:13s} {work}: {r:8.1f} steps/s", flush=True)
     print()
-    print(f"TinyLM batch {a.batch} x {seq} tokens; steps/s, median of {a.reps} rounds of "
-          f"{a.steps} steps; PyTorch CPU threads: {torch.get_num_threads()}; "
-          f"XLA CPU compute threads (PJRT_NPROC): {_c_getenv('PJRT_NPROC')}")
-    print("| workload | tpu eager | tpu compiled | cpu eager | cpu inductor | compiled/eager | "
-          "compiled/cpu eager | compiled/inductor |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for work in ("train", "infer"):
+    print(f"TinyLM batch {a.batch} x {seq} tokens, SmallCNN batch {a.batch} x 3x32x32; steps/s, "
+          f"median of {a.reps} rounds of {a.steps} steps; PyTorch CPU threads: "
+          f"{torch.get_num_threads()}; XLA CPU compute threads (PJRT_NPROC): {_c_getenv('PJRT_NPROC')}")
+    print("| workload | tpu eager | tpu fused | tpu compiled | cpu eager | cpu inductor | "
+          "fused/eager | fused/compiled | compiled/eager | compiled/cpu eager | compiled/inductor |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for work in works:
         r = {eng: results[(eng, work)] for eng in engines}
-        print(f"| {work} | {r['tpu eager']:.1f} | {r['tpu compiled']:.1f} | {r['cpu eager']:.1f} | "
-              f"{r['cpu inductor']:.1f} | {r['tpu compiled'] / r['tpu eager']:.2f}x | "
+        print(f"| {work} | {r['tpu eager']:.1f} | {r['tpu fused']:.1f} | {r['tpu compiled']:.1f} | "
+              f"{r['cpu eager']:.1f} | {r['cpu inductor']:.1f} | "
+              f"{r['tpu fused'] / r['tpu eager']:.2f}x | {r['tpu fused'] / r['tpu compiled']:.2f}x | "
+              f"{r['tpu compiled'] / r['tpu eager']:.2f}x | "
               f"{r['tpu compiled'] / r['cpu eager']:.2f}x | "
               f"{r['tpu compiled'] / r['cpu inductor']:.2f}x |")
     s = tpu_compile.stats()
     print(f"\ntpu backend: {s['graphs']} graphs, {s['partitions']} partitions, splits "
           f"{s['splits'] or 'none'}, {s['graph_compiles']} graph programs compiled, "
           f"{s['graph_runs']} graph runs; fallbacks {torch_pjrt.stats()['fallbacks'] or 'none'}")
+    t = {k: v - before[k] for k, v in torch_pjrt.stats().items() if k.startswith("fused_")}
+    print(f"fused eager, timed rounds: {t['fused_regions']} regions of {t['fused_ops']} ops, "
+          f"{t['fused_compiles']} compiled, {t['fused_cache_hits']} cache hits")
 
 
 if __name__ == "__main__":

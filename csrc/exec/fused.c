@@ -273,17 +273,19 @@ static tp_status_t *run_region(void) {
   for (int i = 0; i < g.n_calls; i++)
     for (int a = 0; a < g.calls[i].n_args; a++) n_scalars += g.calls[i].args[a].arg.kind == TP_ARG_SCALAR;
   if (g.key.failed) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
+  uint64_t hash = tp_hash_bytes(g.key.data, g.key.len, 0x66757365ull);
   char what[64];
   snprintf(what, sizeof(what), "fused region of %d ops", g.n_calls);
   tp_exec_origin_t origin = {what, NULL, 0, false};
   tp_executable_t *exe = NULL;
   bool compiled = false;
   TP_RETURN_IF_ERROR(tp_status_annotate(
-      tp_exec_program(g.key.data, g.key.len, tp_hash_bytes(g.key.data, g.key.len, 0x66757365ull),
+      tp_exec_program(g.key.data, g.key.len, hash,
                       build_region, NULL, &origin, &(tp_compile_options_t){.backend_opt_level = -1},
                       &exe, &compiled),
       "compiling a %s (first op %s)", what, tp_op_table[g.calls[0].op].name));
   g.stats.regions++;
+  g.stats.digest = tp_hash_bytes(&hash, sizeof(hash), g.stats.digest);
   g.stats.ops += g.n_calls;
   if (g.n_calls > g.stats.max_ops) g.stats.max_ops = g.n_calls;
   if (compiled) g.stats.compiles++;

@@ -38,6 +38,9 @@ typedef struct {
   int64_t compiles; /* regions whose program was compiled (else a cache hit) */
   int64_t hits;
   int64_t max_ops;  /* calls in the largest region */
+  /* A hash of the sequence of regions run (each one's program key, in order): two processes
+   * that cut the same regions at the same calls have the same digest. */
+  uint64_t digest;
 } tp_fused_stats_t;
 void tp_fused_stats(tp_fused_stats_t *out);
 void tp_fused_reset_stats(void);

@@ -53,6 +53,7 @@ py::dict stats() {
   d["fused_compiles"] = f.compiles;
   d["fused_cache_hits"] = f.hits;
   d["fused_max_ops"] = f.max_ops;
+  d["fused_digest"] = f.digest;
   d["graph_runs"] = graph_runs();
   d["graph_compiles"] = graph_compiles();
   tp_exec_cache_t* c = tp_exec_cache();

@@ -208,3 +208,57 @@ def test_the_environment_turns_it_on_for_a_process():
     bad = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True,
                          timeout=120, env=child_env(TORCH_PJRT_EAGER="lazy"))
     assert "TORCH_PJRT_EAGER='lazy'" in bad.stderr
+
+
+def test_ddp_ranks_cut_identical_regions_though_one_is_slow_and_match_strict():
+    from test_distributed import _run_ranks
+    ranks = _run_ranks("fused_ddp.py", world=2, timeout=300)
+    for r in ranks:
+        assert r["param_diff"] < 1e-5 and r["loss_diff"] < 1e-5, r
+        assert r["regions"] >= 6 and r["allreduces"] >= 6, r
+    # Same regions, cut at the same calls, whatever each rank's timing.
+    assert ranks[0]["digest"] == ranks[1]["digest"]
+    assert (ranks[0]["regions"], ranks[0]["ops"]) == (ranks[1]["regions"], ranks[1]["ops"])
+
+
+def test_ten_thousand_steps_do_not_grow_memory(fresh_stats):
+    import resource
+    x = torch.zeros(256, device=DEVICE)
+    w = torch.full((256,), 0.5, device=DEVICE)
+    def steps(n):
+        nonlocal x
+        for i in range(n):
+            x = x * 0.9 + w.sin()  # new tensors every step, the old ones dropped
+            if i % 500 == 499:
+                x.sum().item()     # a host read now and then
+    with torch_pjrt.fused():
+        steps(1000)
+        torch.tpu.synchronize()
+        device_before = torch.tpu.memory_allocated()
+        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        steps(10000)
+        torch.tpu.synchronize()
+    assert torch.tpu.memory_allocated() <= device_before
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    assert grown_kib < 20 * 1024, f"peak RSS grew {grown_kib} KiB over 10,000 steps"
+    s = torch_pjrt.stats()
+    assert s["fused_ops"] >= 3 * 11000 and s["fused_compiles"] <= 8, s
+    torch.testing.assert_close(x.cpu(), torch.full((256,), 10 * torch.tensor(0.5).sin().item()))
+
+
+def test_opinfo_cases_under_fused_eager_pass_as_under_strict(tmp_path):
+    """PyTorch's OpInfo samples (function, noncontiguous, inplace, out and backward variants)
+    through the compat sweep with TORCH_PJRT_EAGER=fused, against CPU: what strict eager passes."""
+    ops = "add,mul,index_put,masked_fill,transpose,cumsum,nn.functional.layer_norm,sort,addmm,where"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "tools", "compat.py"), "ops", "--ops", ops,
+         "--dtypes", "float32,int64", "--tiers", "clean", "--out", str(tmp_path),
+         "--md", str(tmp_path / "ops.md")],
+        capture_output=True, text=True, timeout=600, env=child_env(TORCH_PJRT_EAGER="fused"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    import json
+    cases = json.loads((tmp_path / "ops.json").read_text())["cases"]
+    assert len(cases) > 100
+    bad = [c for c in cases if c["status"] not in ("native", "fallback", "cpu-invalid")]
+    assert not bad, bad[:5]
