@@ -84,7 +84,7 @@ def make_engine(name, base, device):
 
     def train(idx, tgt):
         logits = fwd(idx)
-        loss = F.cross_entropy(logits.flatten(0, 1), tgt.flatten())
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
         loss.backward()
         opt_step()
         opt.zero_grad(set_to_none=True)

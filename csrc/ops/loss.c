@@ -67,6 +67,15 @@ tp_status_t *tp_infer_nll(const tp_op_def_t *op, tp_op_arg_t *args, int n_args, 
   if (!tp_dtype_is_int(args[s + 1].meta.dtype))
     return tp_make_status(TP_INVALID_ARGUMENT, "expected scalar type Long but found %s",
                           tp_dtype_name(args[s + 1].meta.dtype));
+  const tp_meta_t *t = &args[s + 1].meta;
+  if (t->ndim > 1)
+    return tp_make_status(TP_INVALID_ARGUMENT, "0D or 1D target tensor expected, multi-target not supported");
+  if (x->ndim == 1 && t->ndim != 0) /* what CPU does with it is CPU's to say */
+    return tp_make_status(TP_UNIMPLEMENTED, "%s: native only for a 0-D target of 1-D input", op->name);
+  if (x->ndim == 2 && (t->ndim != 1 || t->sizes[0] != x->sizes[0]))
+    return tp_make_status(TP_INVALID_ARGUMENT,
+                          "Expected input batch_size (%lld) to match target batch_size (%lld).",
+                          (long long)x->sizes[0], (long long)(t->ndim == 1 ? t->sizes[0] : 1));
   if (op->code == TP_DIR_BACKWARD) {
     out[0] = *x;
     *n_out = 1;

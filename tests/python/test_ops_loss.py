@@ -1,5 +1,8 @@
 """Loss functions against CPU under strict mode: binary_cross_entropy (weighted or not, every
 reduction), smooth_l1, huber, multi-margin and CTC, forward and backward."""
+import re
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -77,3 +80,25 @@ def test_ctc_loss_runs_natively(reduction, form):
                 out += [loss, grad]
             for a, b in zip(got, want):
                 assert_same(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("logits,target", [
+    ((80, 10), (8,)),     # a batch of sequences' logits against per-sequence labels
+    ((4, 10), (4, 2)),    # multi-target
+    ((3, 10), ()),        # a 0-D target for a batch
+    ((10,), (1,)),        # 1-D input, 1-D target: CPU's semantics (through the fallback)
+], ids=["batch_mismatch", "multi_target", "scalar_target_for_batch", "unbatched_1d_target"])
+def test_nll_loss_target_shapes_behave_as_on_cpu(logits, target):
+    """A mistake a training script makes (found by one): CPU's error, not the compiler's."""
+    x = torch.randn(*logits)
+    t = torch.zeros(target, dtype=torch.long)
+    try:
+        expect = torch.nn.functional.cross_entropy(x, t)
+    except Exception as e:
+        with pytest.raises(type(e), match=re.escape(str(e).split("(")[0])):
+            torch.nn.functional.cross_entropy(x.to(DEVICE), t.to(DEVICE))
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = torch.nn.functional.cross_entropy(x.to(DEVICE), t.to(DEVICE))
+        torch.testing.assert_close(got.cpu(), expect)
