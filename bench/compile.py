@@ -99,6 +99,7 @@ def make_engine(name, base, device):
             def step(*args):
                 with torch_pjrt.fused():
                     return fn(*args)
+            step.__wrapped__ = fn
             return step
         return {"train": fused(train), "infer": fused(infer)}
     return {"train": train, "infer": infer}
