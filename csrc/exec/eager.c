@@ -49,14 +49,6 @@ static int plan_slot(plan_t *p, tp_storage_t *s) {
   return p->n_slots++;
 }
 
-static void key_view(tp_key_t *k, const tp_view_t *v) {
-  tp_key_put_i64(k, v->dtype);
-  tp_key_put_i64(k, v->ndim);
-  tp_key_put(k, v->sizes, sizeof(int64_t) * (size_t)v->ndim);
-  tp_key_put(k, v->strides, sizeof(int64_t) * (size_t)v->ndim);
-  tp_key_put_i64(k, v->offset);
-}
-
 static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *args, int n_args,
                                   const tp_meta_t *out_metas, const tp_view_t *outs, int n_out,
                                   const plan_t *p, char **out_text) {
@@ -171,13 +163,13 @@ static tp_status_t *plan_call(int op, const tp_eager_arg_t *args, int n_args,
     tp_key_put_arg(sig, &args[i].arg, false);
     if (args[i].arg.kind == TP_ARG_TENSOR) {
       tp_key_put_i64(sig, p->arg_slot[i]);
-      key_view(sig, &args[i].view);
+      tp_key_put_view(sig, &args[i].view);
     }
   }
   for (int k = 0; k < n_out; k++) {
     tp_key_put_i64(sig, p->out_slot[k]);
     tp_key_put_i64(sig, out_metas[k].dtype);
-    key_view(sig, &outs[k]);
+    tp_key_put_view(sig, &outs[k]);
   }
   if (sig->failed) return tp_make_status(TP_RESOURCE_EXHAUSTED, "out of host memory");
   return NULL;

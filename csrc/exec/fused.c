@@ -67,14 +67,6 @@ static void keep_error(tp_status_t *st) {
   else g.error = st;
 }
 
-static void key_view(tp_key_t *k, const tp_view_t *v) {
-  tp_key_put_i64(k, v->dtype);
-  tp_key_put_i64(k, v->ndim);
-  tp_key_put(k, v->sizes, sizeof(int64_t) * (size_t)v->ndim);
-  tp_key_put(k, v->strides, sizeof(int64_t) * (size_t)v->ndim);
-  tp_key_put_i64(k, v->offset);
-}
-
 /* The slot of |s|, added (and its state at the region's start put in the key) on first touch;
  * -1 when out of memory. */
 static int slot_of(tp_storage_t *s) {
@@ -168,7 +160,7 @@ tp_status_t *tp_fused_record(int op, const tp_eager_arg_t *args, int n_args,
     c->arg_slot[i] = s;
     if (g.slots[s].start_buffer && !g.slots[s].written) g.slots[s].param = true;
     tp_key_put_i64(k, s);
-    key_view(k, &args[i].view);
+    tp_key_put_view(k, &args[i].view);
   }
   for (int j = 0; j < n_out; j++) {
     int s = slot_of(outs[j].storage);
@@ -176,7 +168,7 @@ tp_status_t *tp_fused_record(int op, const tp_eager_arg_t *args, int n_args,
     c->out_slot[j] = s;
     tp_key_put_i64(k, s);
     tp_key_put_i64(k, out_metas[j].dtype);
-    key_view(k, &outs[j]);
+    tp_key_put_view(k, &outs[j]);
   }
   for (int j = 0; j < n_out; j++) {
     rslot_t *sl = &g.slots[c->out_slot[j]];

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "exec/view.h"
 #include "ops/op.h"
 
 /* A growable byte string. A failed allocation sets |failed| and stops appending; the key is then
@@ -28,6 +29,14 @@ static inline void tp_key_put(tp_key_t *k, const void *p, size_t n) {
 }
 static inline void tp_key_put_i64(tp_key_t *k, int64_t v) { tp_key_put(k, &v, 8); }
 void tp_key_free(tp_key_t *k);
+/* Appends a view's layout: dtype, sizes, strides and offset (not its storage). */
+static inline void tp_key_put_view(tp_key_t *k, const tp_view_t *v) {
+  tp_key_put_i64(k, v->dtype);
+  tp_key_put_i64(k, v->ndim);
+  tp_key_put(k, v->sizes, sizeof(int64_t) * (size_t)v->ndim);
+  tp_key_put(k, v->strides, sizeof(int64_t) * (size_t)v->ndim);
+  tp_key_put_i64(k, v->offset);
+}
 
 /* Appends what of op argument |a| shapes the program: its kind and the dtypes of a scalar (its
  * value too if |scalar_value|: a program constant rather than an input), an int, float, string
