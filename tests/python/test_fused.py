@@ -265,3 +265,18 @@ def test_opinfo_cases_under_fused_eager_pass_as_under_strict(tmp_path):
         outcomes[mode] = {(c["op"], c["variant"], c["dtype"], c["sample"]): c["status"] for c in cases}
     assert len(outcomes["fused"]) > 100
     assert outcomes["fused"] == outcomes["strict"]
+
+
+def test_the_profiler_shows_one_device_span_per_region():
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.randn(32, 8, device=DEVICE)
+    def work():
+        with torch_pjrt.fused():
+            y = (x.sin() * 2 + x.cos()).sum(dim=0)
+            return y.cpu()
+    work()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+        work()
+    device = [e.name for e in p.events() if e.device_type == DeviceType.PrivateUse1]
+    assert [n for n in device if not n.startswith("tpu copy")] == ["fused region of 5 ops"], device
