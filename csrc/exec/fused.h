@@ -9,6 +9,8 @@
  *     boundary, so that a loop's iterations cut at the same calls and repeat the same regions;
  *   - an explicit end (tp_exec_end_region: the package's after each optimizer step).
  * None of these depends on time: every rank of a program cuts its regions at the same calls.
+ * (Ranks that are threads of one process share the region: their cuts follow the interleaving
+ * of their calls. Results do not: a collective never runs inside a region.)
  * A region's program key is the sequence of its calls' signatures (scalar values are inputs, as
  * in eager) plus which storages outlive it, so a loop compiles each distinct region once. A
  * storage the region writes is materialized only if its owner still holds it at the end.
