@@ -63,9 +63,10 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
     storages[i] = sl->storage;
     /* A storage the program reads and replaces gives its buffer to the result when the two
      * are the same size (a buffer longer than its storage, bucket.h, is replaced by one that
-     * is not). */
-    bool donate = sl->output >= 0 && (size_t)sl->numel * tp_dtype_size(sl->dtype) ==
-                                         (size_t)sl->new_numel * tp_dtype_size(sl->new_dtype);
+     * is not) and the write is partial or the platform has whole writes donated. */
+    bool donate = sl->output >= 0 && (sl->partial || tp_exec_donate_whole_writes()) &&
+                  (size_t)sl->numel * tp_dtype_size(sl->dtype) ==
+                      (size_t)sl->new_numel * tp_dtype_size(sl->new_dtype);
     if (sl->param >= 0) {
       cur[i] = tp_hlo_param(b, sl->dtype, 1, &sl->numel, donate ? sl->output : -1);
       has[i] = true;

@@ -289,7 +289,7 @@ int tp_exec_eager_opt_level(void) {
   return level;
 }
 
-bool tp_exec_fused_donates_whole_writes(void) {
+bool tp_exec_donate_whole_writes(void) {
   static int donate = -1;
   if (donate < 0) donate = !(g.client && strcmp(tp_client_platform_name(g.client), "cpu") == 0);
   return donate;

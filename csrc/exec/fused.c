@@ -220,10 +220,10 @@ static tp_status_t *build_region(void *ctx, char **out_text) {
     const rslot_t *sl = &g.slots[i];
     storages[i] = sl->storage;
     if (sl->param_index < 0) continue;
-    /* On XLA's CPU plugin only to a partial first write (tp_exec_fused_donates_whole_writes):
-     * donating there otherwise made an AdamW step's region wait 4-5 ms for the backward's
-     * region still reading the parameters. */
-    bool donate = sl->output >= 0 && (sl->updated || tp_exec_fused_donates_whole_writes()) &&
+    /* As in eager (tp_exec_donate_whole_writes): on XLA's CPU plugin only to a partial first
+     * write. Donating there otherwise made an AdamW step's region wait 4-5 ms for the
+     * backward's region still reading the parameters. */
+    bool donate = sl->output >= 0 && (sl->updated || tp_exec_donate_whole_writes()) &&
                   (size_t)sl->start_numel * tp_dtype_size(sl->start_dtype) ==
                       (size_t)sl->numel * tp_dtype_size(sl->dtype);
     cur[i] = tp_hlo_param(b, sl->start_dtype, 1, &sl->start_numel, donate ? sl->output : -1);
