@@ -309,7 +309,10 @@ static tp_status_t *run_region(void) {
                                                          .args = inputs,
                                                          .n_args = n_in,
                                                          .out_buffers = results,
-                                                         .op_name = what,
+                                                         /* kept for a later error report:
+                                                          * a static string */
+                                                         .op_name = "fused region",
+                                                         .trace_name = what,
                                                          .blocking = tp_exec_blocking(),
                                                          .check_output = n_outputs});
   tp_executable_release(exe);

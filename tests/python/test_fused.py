@@ -280,3 +280,12 @@ def test_the_profiler_shows_one_device_span_per_region():
         work()
     device = [e.name for e in p.events() if e.device_type == DeviceType.PrivateUse1]
     assert [n for n in device if not n.startswith("tpu copy")] == ["fused region of 5 ops"], device
+
+
+def test_an_index_out_of_range_in_a_region_raises_at_the_read_naming_the_region():
+    x = torch.randn(5, device=DEVICE)
+    with torch_pjrt.fused():
+        y = x[torch.tensor([7], device=DEVICE)] * 2
+    with pytest.raises(IndexError, match="asynchronous error in 'fused region': index out of range"):
+        y.cpu()
+    assert x.cpu().shape == (5,)  # the process and the device go on
