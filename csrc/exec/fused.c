@@ -35,7 +35,8 @@ typedef struct {
   int out_slot[TP_MAX_OUTS];
 } rcall_t;
 
-/* Everything here is under the executor lock. */
+/* Everything here is under the executor lock, except that |on| is also read without it
+ * (tp_fused_on, at each call: a stale read only runs one call strictly or records it). */
 static struct {
   bool on;
   int max_ops;

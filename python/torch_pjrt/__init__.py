@@ -204,31 +204,35 @@ def fallback_report():
 
 
 @contextlib.contextmanager
+def _switched(get, set_, value):
+    """A process-wide switch set to |value| within the block, restored after."""
+    old = get()
+    set_(value)
+    try:
+        yield
+    finally:
+        set_(old)
+
+
+@contextlib.contextmanager
 def fused(enabled=True):
     """Fused eager within the block: each op is checked at its call (shapes, dtypes, errors at
     your line) but recorded, and the recorded region runs as one program when a value is needed
     (a host read such as .item() or .cpu(), a CPU fallback, a collective, a compiled graph,
-    torch.tpu.synchronize(), an optimizer's step, the end of the block) or after TORCH_PJRT_FUSED_MAX_OPS ops (2048; past an eighth of that, at an op chosen by a hash
-    of what it does, so a loop's iterations repeat the same regions).
+    torch.tpu.synchronize(), an optimizer's step, the end of the block) or after
+    TORCH_PJRT_FUSED_MAX_OPS ops (2048; past an eighth of that, at an op chosen by a hash of what
+    it does, so a loop's iterations repeat the same regions).
     Results equal strict eager's within what a different XLA fusion allows. Regions that repeat
     compile once: see stats()'s fused_* counters. TORCH_PJRT_EAGER=fused turns it on for the whole
     process. The mode is process-wide (autograd's device threads record into the same region)."""
     from . import _C
-    old = _C.fused()
-    _C.set_fused(enabled)
-    try:
+    with _switched(_C.fused, _C.set_fused, enabled):
         yield
-    finally:
-        _C.set_fused(old)
 
 
 @contextlib.contextmanager
 def strict(enabled=True):
     """Within the block, an op that would fall back to CPU raises a RuntimeError naming it."""
     from . import _C
-    old = _C.strict()
-    _C.set_strict(enabled)
-    try:
+    with _switched(_C.strict, _C.set_strict, enabled):
         yield
-    finally:
-        _C.set_strict(old)
