@@ -81,8 +81,13 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
   tp_hlo_value_t results_out[MAX_STORAGES + 1];
   int n_results = 0;
   for (int i = 0; i < p->n_slots; i++)
-    if (p->slots[i].output >= 0)
-      results_out[p->slots[i].output] = tp_program_to_storage(b, cur[i]), n_results++;
+    if (p->slots[i].output >= 0) {
+      const tp_view_t *whole = NULL;
+      for (int k = 0; k < n_out && !p->slots[i].partial; k++)
+        if (p->out_slot[k] == i) whole = &outs[k];
+      results_out[p->slots[i].output] = tp_program_result(b, tp_program_to_storage(b, cur[i]), whole);
+      n_results++;
+    }
   if (tp_hlo_check_flag(b, &results_out[n_results])) n_results++; /* last: the index check */
   tp_status_t *st = tp_hlo_finish(b, results_out, n_results, out_text);
   tp_hlo_builder_free(b);

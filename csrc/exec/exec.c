@@ -289,8 +289,18 @@ int tp_exec_eager_opt_level(void) {
   return level;
 }
 
+static bool on_cpu_plugin(void) {
+  return g.client && strcmp(tp_client_platform_name(g.client), "cpu") == 0;
+}
+
 bool tp_exec_donate_whole_writes(void) {
   static int donate = -1;
-  if (donate < 0) donate = !(g.client && strcmp(tp_client_platform_name(g.client), "cpu") == 0);
+  if (donate < 0) donate = !on_cpu_plugin();
   return donate;
+}
+
+bool tp_exec_buffers_any_shape(void) {
+  static int any = -1;
+  if (any < 0) any = on_cpu_plugin();
+  return any;
 }

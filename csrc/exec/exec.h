@@ -105,6 +105,12 @@ int tp_exec_eager_opt_level(void);
  * index_put_) donates everywhere: without it, the program copies the rest of the storage.
  * Read once, after init. */
 bool tp_exec_donate_whole_writes(void);
+/* Whether a program's parameter takes any buffer holding its bytes, whatever the buffer's shape:
+ * on XLA's CPU plugin an array is its bytes in row-major order, so a program may return a
+ * storage's new contents in the dims it computed them in (tp_program_result). Elsewhere buffers
+ * may be laid out by shape (a TPU's tiles), and results stay 1-D, as storages are. Read once,
+ * after init. */
+bool tp_exec_buffers_any_shape(void);
 /* Compiles caused by new shapes since the last reset (the kinds seen are kept). */
 int64_t tp_exec_new_shape_compiles(void);
 void tp_exec_reset_new_shape_compiles(void);

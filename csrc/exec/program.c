@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "exec/exec.h"
 #include "exec/layout.h"
 #include "exec/scalars.h"
 
@@ -74,6 +75,17 @@ tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   tp_hlo_value_t parts[2] = {tp_hlo_reshape(b, tp_hlo_real(b, x), 2, col),
                              tp_hlo_reshape(b, tp_hlo_imag(b, x), 2, col)};
   return tp_hlo_reshape(b, tp_hlo_concatenate(b, parts, 2, 1), 1, &n2);
+}
+
+tp_hlo_value_t tp_program_result(tp_hlo_builder_t *b, tp_hlo_value_t flat, const tp_view_t *whole) {
+  if (!whole || !tp_exec_buffers_any_shape() || whole->dtype != flat.dtype ||
+      tp_dtype_is_complex(whole->dtype) || whole->ndim < 2 || tp_view_numel(whole) != tp_hlo_numel(&flat))
+    return flat;
+  int64_t perm[TP_MAX_DIMS], dims[TP_MAX_DIMS];
+  if (tp_view_is_whole(whole)) return tp_hlo_reshape(b, flat, whole->ndim, whole->sizes);
+  if (!tp_view_is_whole_permuted(whole, perm)) return flat;
+  for (int d = 0; d < whole->ndim; d++) dims[d] = whole->sizes[perm[d]];
+  return tp_hlo_reshape(b, flat, whole->ndim, dims);
 }
 
 static tp_hlo_value_t parts_to_complex(tp_hlo_builder_t *b, tp_hlo_value_t x) {

@@ -3,6 +3,8 @@ the backward of grouped, depthwise and transposed convolutions, and unfold/fold 
 under strict mode."""
 import copy
 import itertools
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -10,7 +12,7 @@ import torch.nn.functional as F
 
 import torch_pjrt
 
-from tpu_helpers import BF16, DEVICE, F32, assert_same, check_strict, make
+from tpu_helpers import BF16, DEVICE, F32, assert_same, check_strict, child_env, make
 
 
 @pytest.mark.parametrize("fn,wshape", [(F.conv1d, (4, 3, 2)), (F.conv2d, (4, 3, 2, 3)),
@@ -161,3 +163,33 @@ def test_depthwise_and_masked_convolution_gradients(nd, k, stride, pad, dil, inp
         actual = grads(x.to(DEVICE), w.to(DEVICE))
     for a, e in zip(actual, expected):
         assert_same(a, e, atol=1e-9, rtol=1e-9)
+
+
+_DEPTHWISE_CHILD = """
+import torch, torch_pjrt
+x = torch.randn(2, 8, 12, 12)
+w = torch.randn(8, 1, 7, 7)
+y = torch.nn.functional.conv2d(x.to("tpu"), w.to("tpu"), padding=3, groups=8)
+z = (y * 2).sum(dim=1)  # the 4-D result read back by later programs as a storage
+assert torch.allclose(z.cpu(), (torch.nn.functional.conv2d(x, w, padding=3, groups=8) * 2).sum(1),
+                      rtol=1e-4, atol=1e-4)
+print(torch_pjrt.plugin_info()["platform"])
+"""
+
+
+def test_a_whole_result_leaves_the_program_in_its_own_dims(tmp_path):
+    """On XLA's CPU plugin a program returns a storage written whole in the dims it computed it
+    in: a 1-D result made XLA index every element of a fusion of windows back into its dims (a
+    7x7 depthwise convolution of 40 channels at 56x56: 3.9 ms flat, 0.42 ms in its own dims).
+    Later programs read the buffer as the 1-D storage it is."""
+    p = subprocess.run([sys.executable, "-c", _DEPTHWISE_CHILD], capture_output=True, text=True,
+                       timeout=300, env=child_env(TORCH_PJRT_DUMP_DIR=str(tmp_path),
+                                                  TORCH_PJRT_CACHE_DIR="0"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    conv = [f.read_text() for f in tmp_path.glob("*-convolution.mlir")]
+    assert len(conv) == 1
+    signature = conv[0].splitlines()[1]
+    if p.stdout.strip() == "cpu":
+        assert "-> (tensor<2x8x12x12xf32>" in signature, signature
+    else:
+        assert "-> (tensor<2304xf32>" in signature, signature
