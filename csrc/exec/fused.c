@@ -243,9 +243,22 @@ static tp_status_t *build_region(void *ctx, char **out_text) {
                          cur, has);
     for (int a = 0; a < c->n_args; a++) next_scalar += c->args[a].arg.kind == TP_ARG_SCALAR;
   }
+  /* Each storage's last whole write gives the dims its result leaves in (tp_program_result). */
+  const tp_view_t **whole = calloc(n + 1, sizeof(*whole));
+  for (int i = g.n_calls - 1; whole && i >= 0; i--) {
+    const rcall_t *c = &g.calls[i];
+    for (int k = 0; k < c->n_out; k++)
+      if (!whole[c->out_slot[k]] && !tp_program_slot_partial(c->outs, c->out_slot, c->n_out, c->out_slot[k]))
+        whole[c->out_slot[k]] = &c->outs[k];
+  }
   int n_results = 0;
   for (int i = 0; i < g.n_slots; i++)
-    if (g.slots[i].output >= 0) results[g.slots[i].output] = tp_program_to_storage(b, cur[i]), n_results++;
+    if (g.slots[i].output >= 0) {
+      tp_hlo_value_t flat = tp_program_to_storage(b, cur[i]);
+      results[g.slots[i].output] = tp_program_result(b, flat, whole ? whole[i] : NULL);
+      n_results++;
+    }
+  free(whole);
   if (tp_hlo_check_flag(b, &results[n_results])) n_results++; /* last: the index check */
   st = tp_hlo_finish(b, results, n_results, out_text);
 done:
