@@ -193,3 +193,29 @@ def test_a_whole_result_leaves_the_program_in_its_own_dims(tmp_path):
         assert "-> (tensor<2x8x12x12xf32>" in signature, signature
     else:
         assert "-> (tensor<2304xf32>" in signature, signature
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("nd,kernel,kw", [
+    (2, (7, 7), {"padding": 3}), (2, (3, 3), {"stride": 2, "padding": 1}),
+    (2, (5, 3), {"dilation": (1, 2), "padding": (2, 2)}), (3, (3, 3, 3), {"padding": 1}),
+])
+def test_depthwise_convolution_in_either_layout_matches_cpu(nd, kernel, kw, channels_last):
+    """Depthwise convolutions run as a sum of windows (conv.c's emit_depthwise), over a
+    channels-last input in its own order: values, the output's strides and the gradients."""
+    torch.manual_seed(0)
+    x = torch.randn((2, 6) + (9,) * nd)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+    w = torch.randn((6, 1) + kernel)
+    conv = F.conv2d if nd == 2 else F.conv3d
+    xt, wt = x.to(DEVICE).requires_grad_(), w.to(DEVICE).requires_grad_()
+    x.requires_grad_(), w.requires_grad_()
+    y, yt = conv(x, w, groups=6, **kw), conv(xt, wt, groups=6, **kw)
+    assert_same(yt, y, atol=1e-5, rtol=1e-5)
+    assert yt.stride() == y.stride()
+    g = torch.randn_like(y)
+    y.backward(g)
+    yt.backward(g.to(DEVICE))
+    assert_same(xt.grad, x.grad, atol=1e-4, rtol=1e-4)
+    assert_same(wt.grad, w.grad, atol=1e-4, rtol=1e-4)
