@@ -85,7 +85,8 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
       const tp_view_t *whole = NULL;
       for (int k = 0; k < n_out && !p->slots[i].partial; k++)
         if (p->out_slot[k] == i) whole = &outs[k];
-      results_out[p->slots[i].output] = tp_program_result(b, tp_program_to_storage(b, cur[i]), whole);
+      tp_hlo_value_t flat = tp_program_to_storage(b, cur[i]);
+      results_out[p->slots[i].output] = tp_program_result(b, flat, whole);
       n_results++;
     }
   if (tp_hlo_check_flag(b, &results_out[n_results])) n_results++; /* last: the index check */

@@ -247,9 +247,11 @@ static tp_status_t *build_region(void *ctx, char **out_text) {
   const tp_view_t **whole = calloc(n + 1, sizeof(*whole));
   for (int i = g.n_calls - 1; whole && i >= 0; i--) {
     const rcall_t *c = &g.calls[i];
-    for (int k = 0; k < c->n_out; k++)
-      if (!whole[c->out_slot[k]] && !tp_program_slot_partial(c->outs, c->out_slot, c->n_out, c->out_slot[k]))
-        whole[c->out_slot[k]] = &c->outs[k];
+    for (int k = 0; k < c->n_out; k++) {
+      int s = c->out_slot[k];
+      if (!whole[s] && !tp_program_slot_partial(c->outs, c->out_slot, c->n_out, s))
+        whole[s] = &c->outs[k];
+    }
   }
   int n_results = 0;
   for (int i = 0; i < g.n_slots; i++)

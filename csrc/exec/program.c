@@ -79,7 +79,8 @@ tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x) {
 
 tp_hlo_value_t tp_program_result(tp_hlo_builder_t *b, tp_hlo_value_t flat, const tp_view_t *whole) {
   if (!whole || !tp_exec_buffers_any_shape() || whole->dtype != flat.dtype ||
-      tp_dtype_is_complex(whole->dtype) || whole->ndim < 2 || tp_view_numel(whole) != tp_hlo_numel(&flat))
+      tp_dtype_is_complex(whole->dtype) || whole->ndim < 2 ||
+      tp_view_numel(whole) != tp_hlo_numel(&flat))
     return flat;
   int64_t perm[TP_MAX_DIMS], dims[TP_MAX_DIMS];
   if (tp_view_is_whole(whole)) return tp_hlo_reshape(b, flat, whole->ndim, whole->sizes);
