@@ -82,11 +82,12 @@ static tp_status_t *build_program(const tp_op_def_t *op, const tp_eager_arg_t *a
   int n_results = 0;
   for (int i = 0; i < p->n_slots; i++)
     if (p->slots[i].output >= 0) {
-      const tp_view_t *whole = NULL;
-      for (int k = 0; k < n_out && !p->slots[i].partial; k++)
-        if (p->out_slot[k] == i) whole = &outs[k];
       tp_hlo_value_t flat = tp_program_to_storage(b, cur[i]);
-      results_out[p->slots[i].output] = tp_program_result(b, flat, whole);
+      int64_t dims[TP_MAX_DIMS];
+      int nd = 0;
+      for (int k = 0; k < n_out && !p->slots[i].partial; k++)
+        if (p->out_slot[k] == i) nd = tp_program_storage_dims(&outs[k], flat.dtype, dims);
+      results_out[p->slots[i].output] = tp_program_result(b, flat, nd, dims);
       n_results++;
     }
   if (tp_hlo_check_flag(b, &results_out[n_results])) n_results++; /* last: the index check */

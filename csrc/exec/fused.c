@@ -257,7 +257,9 @@ static tp_status_t *build_region(void *ctx, char **out_text) {
   for (int i = 0; i < g.n_slots; i++)
     if (g.slots[i].output >= 0) {
       tp_hlo_value_t flat = tp_program_to_storage(b, cur[i]);
-      results[g.slots[i].output] = tp_program_result(b, flat, whole ? whole[i] : NULL);
+      int64_t dims[TP_MAX_DIMS];
+      int nd = whole && whole[i] ? tp_program_storage_dims(whole[i], flat.dtype, dims) : 0;
+      results[g.slots[i].output] = tp_program_result(b, flat, nd, dims);
       n_results++;
     }
   free(whole);

@@ -237,10 +237,9 @@ static tp_status_t *build(const tp_graph_t *g, int replicas, const tp_view_t *in
     }
     d->emit(d, b, nd->args, nd->n_args, in, &g->values[nd->first_out], &val[nd->first_out]);
   }
-  for (int k = 0; k < g->n_outputs; k++) { /* in their own dims where that may be (program.h) */
+  for (int k = 0; k < g->n_outputs; k++) {
     tp_hlo_value_t v = val[g->outputs[k]];
-    bool own_dims = tp_exec_buffers_any_shape() && !tp_dtype_is_complex(v.dtype) && v.ndim > 1;
-    results[k] = own_dims ? v : tp_program_to_storage(b, v);
+    results[k] = tp_program_result(b, tp_program_to_storage(b, v), v.ndim, v.dims);
   }
   /* Last, past the graph's outputs: the OR of its ops' index checks, if any has one. */
   int n_results = g->n_outputs + tp_hlo_check_flag(b, &results[g->n_outputs]);

@@ -77,16 +77,25 @@ tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x) {
   return tp_hlo_reshape(b, tp_hlo_concatenate(b, parts, 2, 1), 1, &n2);
 }
 
-tp_hlo_value_t tp_program_result(tp_hlo_builder_t *b, tp_hlo_value_t flat, const tp_view_t *whole) {
-  if (!whole || !tp_exec_buffers_any_shape() || whole->dtype != flat.dtype ||
-      tp_dtype_is_complex(whole->dtype) || whole->ndim < 2 ||
-      tp_view_numel(whole) != tp_hlo_numel(&flat))
+int tp_program_storage_dims(const tp_view_t *v, tp_dtype_t dtype, int64_t *dims) {
+  int64_t perm[TP_MAX_DIMS];
+  if (v->dtype != dtype) return 0;
+  if (tp_view_is_whole(v)) {
+    memcpy(dims, v->sizes, sizeof(int64_t) * (size_t)v->ndim);
+    return v->ndim;
+  }
+  if (!tp_view_is_whole_permuted(v, perm)) return 0;
+  for (int d = 0; d < v->ndim; d++) dims[d] = v->sizes[perm[d]];
+  return v->ndim;
+}
+
+tp_hlo_value_t tp_program_result(tp_hlo_builder_t *b, tp_hlo_value_t flat, int ndim,
+                                 const int64_t *dims) {
+  if (ndim < 2 || !tp_exec_buffers_any_shape() || tp_dtype_is_complex(flat.dtype))
     return flat;
-  int64_t perm[TP_MAX_DIMS], dims[TP_MAX_DIMS];
-  if (tp_view_is_whole(whole)) return tp_hlo_reshape(b, flat, whole->ndim, whole->sizes);
-  if (!tp_view_is_whole_permuted(whole, perm)) return flat;
-  for (int d = 0; d < whole->ndim; d++) dims[d] = whole->sizes[perm[d]];
-  return tp_hlo_reshape(b, flat, whole->ndim, dims);
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= dims[d];
+  return n == tp_hlo_numel(&flat) ? tp_hlo_reshape(b, flat, ndim, dims) : flat;
 }
 
 static tp_hlo_value_t parts_to_complex(tp_hlo_builder_t *b, tp_hlo_value_t x) {

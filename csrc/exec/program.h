@@ -15,13 +15,16 @@ tp_hlo_value_t tp_program_as_dtype(tp_hlo_builder_t *b, tp_hlo_value_t x, tp_dty
 /* |x| (any shape) flattened into a storage's contents: complex values as their interleaved
  * parts (tp_dtype_storage). */
 tp_hlo_value_t tp_program_to_storage(tp_hlo_builder_t *b, tp_hlo_value_t x);
-/* A storage's new contents |flat| (tp_program_to_storage's form) as a program's result: where
- * the platform reads a buffer whatever its shape (tp_exec_buffers_any_shape) and |whole| (may be
- * NULL) writes all of the storage in its own dtype, in order or permuted, shaped as the storage
- * holds that view's dims, so that XLA computes the value in its own dims (a 1-D result makes a
- * fusion of windows index every element back into them: a 7x7 depthwise convolution ran 5-10x
- * slower); else |flat|. */
-tp_hlo_value_t tp_program_result(tp_hlo_builder_t *b, tp_hlo_value_t flat, const tp_view_t *whole);
+/* The dims in which storage |v|'s storage holds |v| when |v| writes all of it in |dtype|, in
+ * order or permuted (a channels-last output): their count, else 0. */
+int tp_program_storage_dims(const tp_view_t *v, tp_dtype_t dtype, int64_t *dims);
+/* A storage's new contents |flat| (tp_program_to_storage's form) as a program's result: shaped
+ * |dims| (|ndim| of them, from tp_program_storage_dims or a graph value's own) where the platform
+ * reads a buffer whatever its shape (tp_exec_buffers_any_shape), so that XLA computes the value
+ * in its own dims (a 1-D result makes a fusion of windows index every element back into them: a
+ * 7x7 depthwise convolution ran 5-10x slower); else |flat|. */
+tp_hlo_value_t tp_program_result(tp_hlo_builder_t *b, tp_hlo_value_t flat, int ndim,
+                                 const int64_t *dims);
 /* Storage |s| as a 1-D array of |dtype|: its parameter |param|, or zeros when it has no buffer
  * yet (param NULL). */
 tp_hlo_value_t tp_program_storage(tp_hlo_builder_t *b, const tp_hlo_value_t *param,
