@@ -201,6 +201,7 @@ static tp_status_t *build_region(void *ctx, char **out_text) {
   (void)ctx;
   tp_hlo_builder_t *b = NULL;
   TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
+  tp_hlo_builder_set_whole_graph(b, true);
   size_t n = (size_t)g.n_slots;
   tp_hlo_value_t *cur = calloc(n + 1, sizeof(*cur));
   bool *has = calloc(n + 1, sizeof(*has));

@@ -202,6 +202,7 @@ static tp_status_t *build(const tp_graph_t *g, int replicas, const tp_view_t *in
   tp_hlo_builder_t *b = NULL;
   TP_RETURN_IF_ERROR(tp_exec_builder_create(&b));
   tp_hlo_builder_set_replicas(b, replicas);
+  tp_hlo_builder_set_whole_graph(b, true);
   tp_hlo_value_t *val = calloc((size_t)(g->n_values > 0 ? g->n_values : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *params = calloc((size_t)(n_slots > 0 ? n_slots : 1), sizeof(tp_hlo_value_t));
   tp_hlo_value_t *keys = calloc((size_t)(g->n_random > 0 ? g->n_random : 1), sizeof(tp_hlo_value_t));

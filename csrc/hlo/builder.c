@@ -32,6 +32,7 @@ struct tp_hlo_builder {
   bool has_check; /* |check| holds the OR of the values given to tp_hlo_check */
   tp_hlo_value_t check;
   bool xla_cpu; /* tp_hlo_builder_set_xla_cpu */
+  bool whole_graph; /* tp_hlo_builder_set_whole_graph */
   int replicas; /* tp_hlo_builder_set_replicas; 0 reads as 1 */
 };
 
@@ -76,6 +77,8 @@ tp_status_t *tp_hlo_builder_create(tp_hlo_builder_t **out_builder) {
 
 void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on) { b->xla_cpu = on; }
 bool tp_hlo_builder_xla_cpu(const tp_hlo_builder_t *b) { return b->xla_cpu; }
+void tp_hlo_builder_set_whole_graph(tp_hlo_builder_t *b, bool on) { b->whole_graph = on; }
+bool tp_hlo_builder_whole_graph(const tp_hlo_builder_t *b) { return b->whole_graph; }
 void tp_hlo_builder_set_replicas(tp_hlo_builder_t *b, int n) { b->replicas = n; }
 int tp_hlo_builder_replicas(const tp_hlo_builder_t *b) { return b->replicas > 1 ? b->replicas : 1; }
 

@@ -56,6 +56,10 @@ void tp_hlo_builder_free(tp_hlo_builder_t *b);
  * a time. Other backends fuse such reductions well and keep the plain form. */
 void tp_hlo_builder_set_xla_cpu(tp_hlo_builder_t *b, bool on);
 bool tp_hlo_builder_xla_cpu(const tp_hlo_builder_t *b);
+/* The program is a whole graph or a fused region (many ops), not one eager op: an emitter may
+ * add boundaries that keep XLA from fusing its result into its consumers. */
+void tp_hlo_builder_set_whole_graph(tp_hlo_builder_t *b, bool on);
+bool tp_hlo_builder_whole_graph(const tp_hlo_builder_t *b);
 /* The replica count of the program being built (1 unless set): a collective emitted without a
  * count of its own runs over all of them. */
 void tp_hlo_builder_set_replicas(tp_hlo_builder_t *b, int n);

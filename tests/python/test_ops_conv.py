@@ -219,3 +219,35 @@ def test_depthwise_convolution_in_either_layout_matches_cpu(nd, kernel, kw, chan
     yt.backward(g.to(DEVICE))
     assert_same(xt.grad, x.grad, atol=1e-4, rtol=1e-4)
     assert_same(wt.grad, w.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("nd,k,stride,dil,cl", [(2, 7, 1, 1, False), (2, 7, 2, 1, True),
+                                                (2, 6, 1, 2, False), (3, 3, 2, 1, True),
+                                                (1, 29, 2, 1, False)])
+def test_compiled_large_depthwise_kernel_matches_cpu(nd, k, stride, dil, cl, fresh_dynamo):
+    """A compiled graph sums a depthwise kernel of more than 25 taps as a loop over its rows
+    (conv.c): forward, the input's and the weight's gradients equal CPU's, with a permute to
+    channels-last after it (ConvNeXt's, the consumer that made the loop worth it)."""
+    torch.manual_seed(0)
+    conv_cls = {1: torch.nn.Conv1d, 2: torch.nn.Conv2d, 3: torch.nn.Conv3d}[nd]
+    conv = conv_cls(6, 6, k, stride=stride, dilation=dil, padding=k // 2, groups=6)
+    x = torch.randn(2, 6, *([13] * nd))
+    if cl:
+        x = x.to(memory_format=torch.channels_last if nd == 2 else torch.channels_last_3d)
+    perm = (0, *range(2, nd + 2), 1)
+
+    def f(m, x):
+        y = m(x)
+        return (y.permute(perm) * torch.arange(6.0, device=y.device)).sum(), y
+
+    x.requires_grad_()
+    loss, y = f(conv, x)
+    loss.backward()
+    tconv = conv_cls(6, 6, k, stride=stride, dilation=dil, padding=k // 2, groups=6).to("tpu")
+    tconv.load_state_dict(conv.state_dict())
+    tx = x.detach().to("tpu").requires_grad_()
+    tloss, ty = torch.compile(lambda x: f(tconv, x), backend="tpu")(tx)
+    tloss.backward()
+    torch.testing.assert_close(ty.cpu(), y.detach(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(tx.grad.cpu(), x.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(tconv.weight.grad.cpu(), conv.weight.grad, rtol=1e-4, atol=1e-4)
