@@ -104,10 +104,10 @@ static tp_hlo_value_t transpose_weight(tp_hlo_builder_t *b, tp_hlo_value_t w, in
   return tp_hlo_reshape(b, w, w.ndim - 1, d4);
 }
 
-/* |acc| (or nothing, when its dtype is TP_DTYPE_INVALID) plus the sum over |n| taps of |x|'s strided window times
- * the tap's weight per channel (column t of |wt|, [ch, n]). |x| holds the padded input (its
- * channel dim |cd|, its spatial dims from |sd|); tap t places the window in spatial dims |from|
- * on (row-major over their kernel sizes); dims before |from| start at 0. */
+/* |acc| (nothing when its dtype is TP_DTYPE_INVALID) plus the sum over |n| taps of |x|'s strided
+ * window times the tap's weight per channel (column t of |wt|, [ch, n]). |x| holds the padded
+ * input (its channel dim |cd|, its spatial dims from |sd|); tap t places the window in spatial
+ * dims |from| on (row-major over their kernel sizes); dims before |from| start at 0. */
 static tp_hlo_value_t add_taps(tp_hlo_builder_t *b, const conv_t *c, int ns, const int64_t *ksize,
                                tp_hlo_value_t x, tp_hlo_value_t wt, int64_t n, int from, int cd,
                                int sd, const int64_t *osz, tp_hlo_value_t acc) {
@@ -150,7 +150,7 @@ static tp_hlo_value_t add_taps(tp_hlo_builder_t *b, const conv_t *c, int ns, con
  * fuses nothing across. As one expression, XLA fused the taps into their consumers and computed
  * them in each consumer's order: ConvNeXt's permute to channels-last after its 7x7 read the 49
  * windows across the input's layout, 5.5 ms against 0.8 ms eager for that pair at 40 channels of
- * 56x56; its compiled forward took 74 ms, 34 ms with the loop. A loop costs its passes: 3x3
+ * 56x56; its compiled forward took 74 ms, 31-34 ms with the loop. A loop costs its passes: 3x3
  * layers (mobilenet's) stay one expression, which ran faster there. (The input moves a row along
  * per pass by static slices: dynamic ones ran 4x slower at the optimization level graphs
  * compile at.) False: not such a convolution (emit the general one). */
@@ -194,7 +194,7 @@ static bool emit_depthwise(tp_hlo_builder_t *b, const conv_t *c, int ns, tp_hlo_
     int64_t span[TP_MAX_DIMS]; /* the input rows one kernel row's windows read */
     memcpy(span, x.dims, sizeof(int64_t) * (size_t)nd);
     span[sd] = (out_sizes[2] - 1) * c->stride[0] + 1;
-    /* carried: the row, the sum, the input moved up by the rows passed, the row's weights */
+    /* carried: the row, the sum, the input moved up by the rows passed */
     tp_hlo_value_t init[3] = {tp_hlo_constant_i(b, TP_DTYPE_I32, 0),
                               tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), nd, osz), x};
     tp_hlo_value_t s[3], res[3];
