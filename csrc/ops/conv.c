@@ -104,30 +104,37 @@ static tp_hlo_value_t transpose_weight(tp_hlo_builder_t *b, tp_hlo_value_t w, in
   return tp_hlo_reshape(b, w, w.ndim - 1, d4);
 }
 
+/* Tap |t| (row-major over the kernel sizes |ksize|) of the padded input |x|: its strided window
+ * at the output's sizes |osz| (the channel dim |cd|, the spatial dims from |sd|); the tap is
+ * placed in spatial dims |from| on, dims before |from| start at 0. */
+static tp_hlo_value_t tap_window(tp_hlo_builder_t *b, const conv_t *c, int ns,
+                                 const int64_t *ksize, tp_hlo_value_t x, int64_t t, int from,
+                                 int cd, int sd, const int64_t *osz) {
+  int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS] = {1, 1, 1, 1, 1};
+  limit[0] = osz[0];
+  limit[cd] = x.dims[cd];
+  for (int64_t i = ns - 1, rest = t; i >= 0; i--) {
+    int64_t at = 0;
+    if (i >= from) { /* the tap's place, row-major */
+      at = rest % ksize[i];
+      rest /= ksize[i];
+    }
+    start[sd + i] = at * c->dil[i];
+    limit[sd + i] = start[sd + i] + (osz[sd + i] - 1) * c->stride[i] + 1;
+    step[sd + i] = c->stride[i];
+  }
+  return tp_hlo_slice(b, x, start, limit, step);
+}
+
 /* |acc| (nothing when its dtype is TP_DTYPE_INVALID) plus the sum over |n| taps of |x|'s strided
- * window times the tap's weight per channel (column t of |wt|, [ch, n]). |x| holds the padded
- * input (its channel dim |cd|, its spatial dims from |sd|); tap t places the window in spatial
- * dims |from| on (row-major over their kernel sizes); dims before |from| start at 0. */
+ * window (tap_window's) times the tap's weight per channel (column t of |wt|, [ch, n]). */
 static tp_hlo_value_t add_taps(tp_hlo_builder_t *b, const conv_t *c, int ns, const int64_t *ksize,
                                tp_hlo_value_t x, tp_hlo_value_t wt, int64_t n, int from, int cd,
                                int sd, const int64_t *osz, tp_hlo_value_t acc) {
   const int nd = ns + 2;
   const int64_t ch = x.dims[cd];
   for (int64_t t = 0; t < n; t++) {
-    int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS] = {1, 1, 1, 1, 1};
-    limit[0] = osz[0];
-    limit[cd] = ch;
-    for (int64_t i = ns - 1, rest = t; i >= 0; i--) {
-      int64_t at = 0;
-      if (i >= from) { /* the tap's place, row-major */
-        at = rest % ksize[i];
-        rest /= ksize[i];
-      }
-      start[sd + i] = at * c->dil[i];
-      limit[sd + i] = start[sd + i] + (osz[sd + i] - 1) * c->stride[i] + 1;
-      step[sd + i] = c->stride[i];
-    }
-    tp_hlo_value_t window = tp_hlo_slice(b, x, start, limit, step);
+    tp_hlo_value_t window = tap_window(b, c, ns, ksize, x, t, from, cd, sd, osz);
     tp_hlo_value_t tap = tp_hlo_reshape(
         b, tp_hlo_slice(b, wt, (int64_t[]){0, t}, (int64_t[]){ch, t + 1}, (int64_t[]){1, 1}), 1, &ch);
     int64_t channel_dim = cd;
@@ -478,12 +485,23 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
   if (!need_gw) {
     gw = tp_hlo_broadcast_to(b, tp_hlo_constant(b, md, 0), w.ndim, w.dims);
   } else if (dw) {
-    tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), false, ns, &w.dims[2], c.stride,
-                               c.pad, c.dil, &g.dims[2]); /* [N, C, taps, L] */
-    gw = tp_hlo_dot_general(b, tp_hlo_reshape(b, gc, 3, (int64_t[]){n, ch, L}),
-                            p, 1, (int64_t[]){1}, (int64_t[]){1}, 2, (int64_t[]){0, 2},
-                            (int64_t[]){0, 3}, md); /* [C, taps] */
-    gw = tp_hlo_reshape(b, gw, w.ndim, w.dims);
+    /* Per tap, grad times the tap's window of the padded input, summed over all but the
+     * channels: one fused pass each. As a dot of grad and the patches batched over the channels,
+     * XLA's CPU backend copied the patches transposed and ran the batched products element by
+     * element: 100 ms against CPU's 0.5 for 32 channels of 56x56 at batch 8. */
+    int64_t lo_p[TP_MAX_DIMS] = {0}, red[TP_MAX_DIMS], one_ch[2] = {ch, 1};
+    for (int i = 0; i < ns; i++) lo_p[2 + i] = c.pad[i];
+    for (int i = 0; i < g.ndim - 1; i++) red[i] = i == 0 ? 0 : i + 1;
+    tp_hlo_value_t xp = tp_hlo_pad(b, tp_hlo_convert(b, x, md), tp_hlo_constant(b, md, 0), lo_p, lo_p);
+    tp_hlo_value_t cols[49];
+    for (int64_t t = 0; t < taps; t++) {
+      tp_hlo_value_t prod =
+          tp_hlo_binary(b, TP_HLO_MUL, gc, tap_window(b, &c, ns, &w.dims[2], xp, t, 0, 1, 2, g.dims));
+      cols[t] = tp_hlo_reshape(
+          b, tp_hlo_reduce(b, prod, tp_hlo_constant(b, md, 0), TP_HLO_ADD, g.ndim - 1, red), 2, one_ch);
+    }
+    gw = tp_hlo_reshape(b, taps == 1 ? cols[0] : tp_hlo_concatenate(b, cols, (int)taps, 1), w.ndim,
+                        w.dims);
   } else if (mm) {
     tp_hlo_value_t p = patches(b, tp_hlo_convert(b, x, md), false, ns, &w.dims[2], c.stride,
                                c.pad, c.dil, &g.dims[2]); /* [N, C, taps, L] */
