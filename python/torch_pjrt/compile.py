@@ -684,8 +684,12 @@ def _decompositions():
     from torch_pjrt._decompositions import _own_decompositions
     aten = torch.ops.aten
     table = core_aten_decompositions()
-    # A core ATen op with no graph lowering that is views and a copy underneath.
-    table[aten.repeat.default] = decomposition_table[aten.repeat.default]
+    # A core ATen op with no graph lowering that is views and a copy underneath. PyTorch's
+    # decomposition clones the expanded input in the input's own layout and returns a view of
+    # that; repeat's result is contiguous (as eager's is), else a permuted input (WavLM's
+    # position bias) left it unviewable: `.view()` after it raised in the compiled graph.
+    repeat = decomposition_table[aten.repeat.default]
+    table[aten.repeat.default] = lambda a, repeats: repeat(a, repeats).contiguous()
     # The attention kernel scaled_dot_product_attention picks on tpu, in the ops a graph lowers.
     own = _own_decompositions()
     for op in (aten._scaled_dot_product_efficient_attention.default,

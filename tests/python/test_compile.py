@@ -122,6 +122,20 @@ def test_compiled_repeat_and_tensor_constants_are_in_the_program():
     assert s["splits"] == {} and s["partitions"] == 1, s
 
 
+def test_compiled_repeat_of_a_permuted_tensor_is_contiguous():
+    # WavLM's relative position bias: a permuted [heads, T, T] repeated over the batch, then
+    # viewed. PyTorch's decomposition left the result in the input's layout, and the view raised.
+    def f(t):
+        r = t.permute(2, 0, 1).unsqueeze(0).repeat(2, 1, 1, 1)
+        return r, r.view(4, 9, 9)
+
+    x = torch.randn(9, 9, 2)
+    got = torch.compile(f, backend="tpu")(x.to("tpu"))
+    want = f(x)
+    assert got[0].stride() == want[0].stride()
+    assert_same(got[1], want[1])
+
+
 def test_compiled_function_with_inplace_update_of_input():
     def f(a, b):
         a.add_(b)
