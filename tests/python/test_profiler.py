@@ -40,7 +40,9 @@ def test_a_small_model_has_device_time_on_its_matmuls():
     programs = [e for e in p.events() if e.device_type == DeviceType.PrivateUse1]
     assert {e.name for e in programs} >= {"addmm", "mm"}
     assert all(e.time_range.elapsed_us() >= 0 for e in programs)
-    table = p.key_averages().table(sort_by="self_device_time_total", row_limit=5)
+    # Every row (which ops lead by device time is the machine's to decide: with 5 rows, addmm
+    # fell out of the table behind the backward's small ops on a loaded machine).
+    table = p.key_averages().table(sort_by="self_device_time_total", row_limit=-1)
     assert "aten::addmm" in table and "Self TPU" in table
 
 
