@@ -107,9 +107,9 @@ static tp_hlo_value_t transpose_weight(tp_hlo_builder_t *b, tp_hlo_value_t w, in
 /* Tap |t| (row-major over the kernel sizes |ksize|) of the padded input |x|: its strided window
  * at the output's sizes |osz| (the channel dim |cd|, the spatial dims from |sd|); the tap is
  * placed in spatial dims |from| on, dims before |from| start at 0. */
-static tp_hlo_value_t tap_window(tp_hlo_builder_t *b, const conv_t *c, int ns,
-                                 const int64_t *ksize, tp_hlo_value_t x, int64_t t, int from,
-                                 int cd, int sd, const int64_t *osz) {
+static tp_hlo_value_t tap_window(tp_hlo_builder_t *b, int ns, const int64_t *ksize,
+                                 const int64_t *stride, const int64_t *dil, tp_hlo_value_t x,
+                                 int64_t t, int from, int cd, int sd, const int64_t *osz) {
   int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS] = {1, 1, 1, 1, 1};
   limit[0] = osz[0];
   limit[cd] = x.dims[cd];
@@ -119,9 +119,9 @@ static tp_hlo_value_t tap_window(tp_hlo_builder_t *b, const conv_t *c, int ns,
       at = rest % ksize[i];
       rest /= ksize[i];
     }
-    start[sd + i] = at * c->dil[i];
-    limit[sd + i] = start[sd + i] + (osz[sd + i] - 1) * c->stride[i] + 1;
-    step[sd + i] = c->stride[i];
+    start[sd + i] = at * dil[i];
+    limit[sd + i] = start[sd + i] + (osz[sd + i] - 1) * stride[i] + 1;
+    step[sd + i] = stride[i];
   }
   return tp_hlo_slice(b, x, start, limit, step);
 }
@@ -134,7 +134,7 @@ static tp_hlo_value_t add_taps(tp_hlo_builder_t *b, const conv_t *c, int ns, con
   const int nd = ns + 2;
   const int64_t ch = x.dims[cd];
   for (int64_t t = 0; t < n; t++) {
-    tp_hlo_value_t window = tap_window(b, c, ns, ksize, x, t, from, cd, sd, osz);
+    tp_hlo_value_t window = tap_window(b, ns, ksize, c->stride, c->dil, x, t, from, cd, sd, osz);
     tp_hlo_value_t tap = tp_hlo_reshape(
         b, tp_hlo_slice(b, wt, (int64_t[]){0, t}, (int64_t[]){ch, t + 1}, (int64_t[]){1, 1}), 1, &ch);
     int64_t channel_dim = cd;
@@ -247,17 +247,10 @@ static tp_hlo_value_t patches(tp_hlo_builder_t *b, tp_hlo_value_t x, bool cl, in
   tp_hlo_value_t parts[17];
   int np = 0;
   int64_t sh[4] = {x.dims[0], cl ? L : x.dims[1], 1, cl ? x.dims[cd] : L};
+  int64_t osz[TP_MAX_DIMS] = {x.dims[0]}; /* the windows' sizes: the batch, the output's spatial */
+  memcpy(&osz[sp], out_sp, sizeof(int64_t) * (size_t)ns);
   for (int64_t t = 0; t < taps; t++) {
-    int64_t start[TP_MAX_DIMS] = {0}, limit[TP_MAX_DIMS], step[TP_MAX_DIMS];
-    for (int d = 0; d < x.ndim; d++) limit[d] = x.dims[d], step[d] = 1;
-    for (int64_t i = ns - 1, rest = t; i >= 0; i--) { /* the tap's place, row-major */
-      int64_t at = rest % k[i];
-      rest /= k[i];
-      start[sp + i] = at * dil[i];
-      limit[sp + i] = start[sp + i] + (out_sp[i] - 1) * stride[i] + 1;
-      step[sp + i] = stride[i];
-    }
-    parts[np++] = tp_hlo_reshape(b, tp_hlo_slice(b, x, start, limit, step), 4, sh);
+    parts[np++] = tp_hlo_reshape(b, tap_window(b, ns, k, stride, dil, x, t, 0, cd, sp, osz), 4, sh);
     if (np == 17 || t == taps - 1) {
       parts[0] = np == 1 ? parts[0] : tp_hlo_concatenate(b, parts, np, 2);
       np = 1;
@@ -496,7 +489,7 @@ void tp_emit_conv_backward(const tp_op_def_t *op, tp_hlo_builder_t *b, const tp_
     tp_hlo_value_t cols[49];
     for (int64_t t = 0; t < taps; t++) {
       tp_hlo_value_t prod =
-          tp_hlo_binary(b, TP_HLO_MUL, gc, tap_window(b, &c, ns, &w.dims[2], xp, t, 0, 1, 2, g.dims));
+          tp_hlo_binary(b, TP_HLO_MUL, gc, tap_window(b, ns, &w.dims[2], c.stride, c.dil, xp, t, 0, 1, 2, g.dims));
       cols[t] = tp_hlo_reshape(
           b, tp_hlo_reduce(b, prod, tp_hlo_constant(b, md, 0), TP_HLO_ADD, g.ndim - 1, red), 2, one_ch);
     }
